@@ -1,0 +1,168 @@
+"""Names and numbers shared by the whole engine: actions, emotions, events, reactions, tuning."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+
+class Action(IntEnum):
+    """What an NPC chooses to do. Targeted actions take one of K salient observation slots.
+
+    Every action is a macro-action: it persists (walk there, then act) until it is done or
+    interrupted by news, an attack or a threat in sight. While an NPC is busy its mask allows
+    only IDLE, which then means "carry on".
+    """
+
+    IDLE = 0
+    WANDER = 1
+    WORK = 2
+    EAT = 3
+    SLEEP = 4
+    TALK = 5
+    COMFORT = 6
+    MOURN = 7
+    ATTACK = 8
+    FLEE = 9
+    WARN = 10
+
+
+UNTARGETED: tuple[Action, ...] = (Action.IDLE, Action.WANDER, Action.WORK, Action.EAT, Action.SLEEP)
+TARGETED: tuple[Action, ...] = (
+    Action.TALK,
+    Action.COMFORT,
+    Action.MOURN,
+    Action.ATTACK,
+    Action.FLEE,
+    Action.WARN,
+)
+N_KINDS = len(Action)
+
+
+class EntityKind(IntEnum):
+    NPC = 0
+    PLAYER = 1
+    RAIDER = 2
+
+
+class EventType(IntEnum):
+    DEATH = 0
+    ATTACK = 1
+    RAID_START = 2
+    GIFT = 3
+    TALK = 4
+    REACTION = 5
+    SCENARIO = 6
+
+
+class Reaction(IntEnum):
+    """Display labels derived from an action and its context. They never drive behaviour."""
+
+    NONE = 0
+    MOURNING = 1
+    REVENGE = 2
+    FEAR = 3
+    CONSOLING = 4
+    ALARM = 5
+    GLOATING = 6
+    DEFENSE = 7
+    AGGRESSION = 8
+    GOSSIP = 9
+
+
+REACTION_NAMES: tuple[str, ...] = tuple(r.name.lower() for r in Reaction)
+ACTION_NAMES: tuple[str, ...] = tuple(a.name.lower() for a in Action)
+
+
+class ActorMode(IntEnum):
+    """What a non-NPC actor (player, raider) is doing."""
+
+    OFF_MAP = 0
+    IDLE = 1
+    HUNT = 2  # walk to the target and kill it
+    STRIKE = 3  # walk to the target and land one blow
+    LINGER = 4  # stay at the scene for a few ticks
+    STROLL = 5  # walk to a destination and stand there
+    RETREAT = 6  # leave the map (raiders when hurt)
+    RAID = 7  # raider: go for the nearest villager
+    MOVE = 8  # externally commanded: walk to a destination
+
+
+TICKS_PER_DAY = 144  # 1 tick = 10 game minutes
+START_TICK_OF_DAY = 36  # episodes start at 06:00
+NIGHT_START = 22 * 6  # 22:00
+NIGHT_END = 6 * 6  # 06:00
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Every physical and psychological constant of the tick, documented in docs/engine.md."""
+
+    # movement (map units per tick)
+    walk_speed: float = 1.6
+    flee_speed: float = 2.2
+    actor_speed: float = 2.0
+    reach: float = 1.2  # interaction distance
+    talk_radius: float = 2.5  # ambient gossip distance
+    max_travel_ticks: int = 40  # a macro-action that has not arrived by then is abandoned
+    wander_radius: float = 6.0
+    # how long each macro-action performs once there (ticks)
+    work_ticks: int = 6
+    eat_ticks: int = 2
+    sleep_ticks: int = 18
+    talk_ticks: int = 2
+    comfort_ticks: int = 3
+    mourn_ticks: int = 6
+    warn_ticks: int = 1
+    attack_ticks: int = 1
+    wander_ticks: int = 1
+    idle_ticks: int = 1
+    # needs (hunger 0 sated..1 starving; energy and social 1 good..0 bad)
+    hunger_rate: float = 1 / 72
+    energy_rate: float = 1 / 110
+    social_rate: float = 1 / 96
+    eat_relief: float = 0.35
+    sleep_gain: float = 0.07
+    talk_gain: float = 0.2
+    work_output: float = 0.012  # granary fraction per worker-tick at diligence 1
+    eat_cost: float = 0.01  # granary fraction per meal-tick
+    granary_spoil: float = 0.0005
+    # combat
+    blow_damage: float = 0.3
+    blow_damage_aggression: float = 0.4
+    raider_damage: float = 0.25
+    player_health: float = 2.0
+    raider_retreat_health: float = 0.5
+    # appraisal (OCC-style)
+    grief_gain: float = 1.0
+    kin_bonus: float = 0.5
+    anger_gain: float = 1.0
+    fear_gain: float = 1.0
+    hearsay_fear: float = 0.35
+    gloat_gain: float = 0.8
+    close_affinity: float = 0.3
+    body_discovery_radius: float = 4.0
+    emotion_cap: float = 3.0
+    # half-lives in ticks
+    grief_half_life: float = 288.0
+    anger_half_life: float = 144.0
+    grudge_half_life: float = 2880.0  # anger at a living, known culprit (persistent grudges)
+    fear_half_life: float = 12.0
+    joy_half_life: float = 24.0
+    # coping relief per performing tick (multiplicative, personality-weighted)
+    mourn_relief: float = 0.12
+    comfort_relief: float = 0.10
+    blow_anger_relief: float = 0.5
+    safe_distance_factor: float = 1.0  # safe = sight_radius * factor
+    # reward weights (per tick; total scaled by reward_scale)
+    reward_scale: float = 0.1
+    w_hunger: float = 1.0
+    w_energy: float = 0.5
+    w_social: float = 0.5
+    w_health: float = 1.0
+    w_work: float = 0.5
+    w_welfare: float = 0.2
+    w_joy: float = 0.2
+    anger_sum_cap: float = 2.0
+    fear_sum_cap: float = 2.0
+    death_penalty: float = 5.0

@@ -1,0 +1,827 @@
+"""The batched village simulation: B independent villages of N NPCs stepped together, no loop over NPCs.
+
+One tick (10 game minutes), in order:
+  1. scenario events and external commands set what the non-NPC actors do;
+  2. free NPCs start the macro-action the policy chose (busy ones carry on);
+  3. NPCs walk toward their activity's destination; those that arrive perform it;
+  4. actors (player, raiders) move and strike;
+  5. combat resolves (damage, deaths, with a seeded priority for who landed the killing blow);
+  6. perception: witnesses within sight learn at once; bodies are found; raiders are seen;
+  7. news spreads by talk, comfort, warn and ambient gossip along social ties (message records);
+  8. appraisal (OCC-style grief, anger, fear, gloating), coping relief, then exponential decay;
+  9. needs, rewards, reaction labels, interruptions of busy NPCs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.constants import (
+    NIGHT_END,
+    NIGHT_START,
+    START_TICK_OF_DAY,
+    TARGETED,
+    TICKS_PER_DAY,
+    UNTARGETED,
+    Action,
+    ActorMode,
+    EntityKind,
+    EventType,
+    Reaction,
+    Tuning,
+)
+from engine.events import HOW_FOUND_BODY, HOW_TOLD, HOW_WARNED, HOW_WITNESSED, EventLog
+from engine.state import VillageState, WorldArrays, world_arrays
+from worlds import WorldSpec
+
+SCENARIOS = ("world", "random_kill", "none")
+
+
+@dataclass(frozen=True)
+class Command:
+    """An order for a non-NPC actor (the player in the sandbox or the bridge), applied at the next tick."""
+
+    village: int
+    actor: int  # entity index of the actor
+    op: str  # "kill" | "attack" | "move" | "gift" | "stop" | "raid"
+    target: int = -1
+    x: float = 0.0
+    y: float = 0.0
+
+
+COMMAND_OPS = ("kill", "attack", "move", "gift", "stop", "raid")
+
+
+def action_tables(slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat action index -> (Action kind, slot or -1)."""
+    kinds = [int(a) for a in UNTARGETED] + [int(a) for a in TARGETED for _ in range(slots)]
+    slot_of = [-1] * len(UNTARGETED) + [k for _ in TARGETED for k in range(slots)]
+    return np.array(kinds, np.int64), np.array(slot_of, np.int64)
+
+
+def flat_action(kind: Action, slot: int, slots: int) -> int:
+    if kind in UNTARGETED:
+        return int(UNTARGETED.index(kind))
+    return len(UNTARGETED) + TARGETED.index(kind) * slots + slot
+
+
+def _half_life_factor(half_life: float) -> float:
+    return float(0.5 ** (1.0 / half_life))
+
+
+class VillageSim:
+    """B villages stepped in lockstep. `step(actions)` takes one flat action per NPC, shape (B, N)."""
+
+    def __init__(
+        self,
+        worlds: WorldSpec | list[WorldSpec],
+        num_villages: int | None = None,
+        seed: int | None = None,
+        *,
+        slots: int = 4,
+        max_ticks: int = 144,
+        scenario: str = "world",
+        tuning: Tuning | None = None,
+        record: bool = False,
+        kill_window: tuple[int, int] = (8, 60),
+    ):
+        if isinstance(worlds, WorldSpec):
+            worlds = [worlds] * (num_villages or 1)
+        elif num_villages is not None and num_villages != len(worlds):
+            worlds = [worlds[b % len(worlds)] for b in range(num_villages)]
+        if scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
+        if slots < 1:
+            raise ValueError(f"slots must be >= 1, got {slots}")
+        self.specs: list[WorldSpec] = list(worlds)
+        self.w: WorldArrays = world_arrays(self.specs)
+        self.B = len(self.specs)
+        self.N = len(self.specs[0].npcs)
+        self.M = len(self.specs[0].actors)
+        self.E = self.N + self.M
+        self.K = min(slots, self.E - 1)
+        self.max_ticks = max_ticks
+        self.scenario = scenario
+        self.kill_window = kill_window
+        self.t = tuning or Tuning()
+        self.record = record
+        self.log = EventLog()
+        self.action_kind, self.action_slot = action_tables(self.K)
+        self.n_actions = len(self.action_kind)
+        self.commands: list[Command] = []
+        self._perform_ticks = np.array(
+            [getattr(self.t, f"{a.name.lower()}_ticks") for a in Action if a != Action.FLEE] + [0], np.int64
+        )[self._kind_order()]
+        self.seed(seed)
+        self.state = self._initial_state(np.arange(self.B))
+        from engine.observe import Observer  # local: observe imports this module's constants
+
+        self.observer = Observer(self)
+        self.last_reward = np.zeros((self.B, self.N), np.float32)
+        self.died = np.zeros((self.B, self.N), bool)
+        self.reaction = np.zeros((self.B, self.N), np.int64)
+        self.obs, self.mask = self.observer.observe()
+
+    # ------------------------------------------------------------------ set-up
+    @staticmethod
+    def _kind_order() -> np.ndarray:
+        # _perform_ticks is built in Action order with FLEE moved last; undo that permutation
+        order = [a for a in Action if a != Action.FLEE] + [Action.FLEE]
+        inverse = np.empty(len(order), np.int64)
+        for pos, a in enumerate(order):
+            inverse[int(a)] = pos
+        return inverse
+
+    def seed(self, seed: int | None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    @property
+    def entity_names(self) -> list[list[str]]:
+        return [list(s.npc_names) + list(s.actor_names) for s in self.specs]
+
+    def _initial_state(self, villages: np.ndarray) -> VillageState:
+        B, N, M, E = self.B, self.N, self.M, self.E
+        w = self.w
+        f32 = np.float32
+        present = np.ones((B, E), bool)
+        present[:, N:] = w.entity_kind[N:] != EntityKind.RAIDER
+        health = w.max_health.copy()
+        health[:, N:] = np.where(w.entity_kind[N:] == EntityKind.PLAYER, self.t.player_health, health[:, N:])
+        state = VillageState(
+            tick=np.zeros(B, np.int64),
+            pos=w.start_pos.copy(),
+            health=health.astype(f32),
+            alive=np.ones((B, E), bool),
+            present=present,
+            hunger=self.rng.uniform(0.0, 0.4, (B, N)).astype(f32),
+            energy=self.rng.uniform(0.7, 1.0, (B, N)).astype(f32),
+            social=self.rng.uniform(0.5, 1.0, (B, N)).astype(f32),
+            granary=w.granary_start.astype(f32).copy(),
+            death_tick=np.full((B, E), -1, np.int64),
+            death_pos=np.zeros((B, E, 2), f32),
+            killer=np.full((B, E), -1, np.int64),
+            death_event=np.full((B, E), -1, np.int64),
+            threat_event=np.full((B, E), -1, np.int64),
+            activity=np.zeros((B, N), np.int64),
+            target=np.full((B, N), -1, np.int64),
+            dest=w.home_pos.copy(),
+            performing=np.zeros((B, N), bool),
+            perform_left=np.zeros((B, N), np.int64),
+            travel_left=np.zeros((B, N), np.int64),
+            busy=np.zeros((B, N), bool),
+            grief=np.zeros((B, N), f32),
+            anger=np.zeros((B, N, E), f32),
+            fear=np.zeros((B, N, E), f32),
+            joy=np.zeros((B, N), f32),
+            affinity=w.base_affinity.copy(),
+            knows_death=np.zeros((B, N, E), bool),
+            known_culprit=np.full((B, N, E), -1, np.int64),
+            learned_tick=np.full((B, N, E), -1, np.int64),
+            learned_from=np.full((B, N, E), -2, np.int64),
+            knows_threat=np.zeros((B, N, E), bool),
+            actor_mode=np.where(present[:, N:], ActorMode.IDLE, ActorMode.OFF_MAP).astype(np.int64),
+            actor_target=np.full((B, M), -1, np.int64),
+            actor_dest=w.start_pos[:, N:].copy(),
+            actor_timer=np.zeros((B, M), np.int64),
+            kill_tick=np.full(B, -1, np.int64),
+            kill_victim=np.full(B, -1, np.int64),
+            event_count=np.zeros(B, np.int64),
+        )
+        if self.scenario == "random_kill" and self._player_index() >= 0:
+            lo, hi = self.kill_window
+            state.kill_tick[:] = self.rng.integers(lo, hi, B)
+            state.kill_victim[:] = self.rng.integers(0, N, B)
+        return state
+
+    def _player_index(self) -> int:
+        players = np.flatnonzero(self.w.entity_kind == EntityKind.PLAYER)
+        return int(players[0]) if len(players) else -1
+
+    def reset(self, seed: int | None = None, villages: np.ndarray | None = None) -> None:
+        """Start new episodes in all villages (or only in `villages`), re-seeding the RNG if a seed is given."""
+        if seed is not None:
+            self.seed(seed)
+        if villages is None:
+            self.state = self._initial_state(np.arange(self.B))
+            self.log.clear()
+            self.commands.clear()
+        else:
+            fresh = self._initial_state(np.arange(self.B))
+            for name, value in vars(fresh).items():
+                getattr(self.state, name)[villages] = value[villages]
+            for b in villages:
+                self.log.clear(int(b))
+            self.commands = [c for c in self.commands if c.village not in set(villages.tolist())]
+        self.last_reward[:] = 0
+        self.died[:] = False
+        self.reaction[:] = 0
+        self.obs, self.mask = self.observer.observe()
+
+    def command(self, village: int, actor: int | str, op: str, target: int | str = -1,
+                x: float = 0.0, y: float = 0.0) -> None:
+        """Queue an order for a non-NPC actor; names or entity indices are accepted."""
+        if op not in COMMAND_OPS:
+            raise ValueError(f"command op must be one of {COMMAND_OPS}, got {op!r}")
+        names = self.entity_names[village]
+        actor_i = names.index(actor) if isinstance(actor, str) else int(actor)
+        target_i = names.index(target) if isinstance(target, str) else int(target)
+        if not self.N <= actor_i < self.E:
+            raise ValueError(f"actor must be a non-NPC actor (index {self.N}..{self.E - 1}), got {actor!r}")
+        if op in ("kill", "attack", "gift") and not 0 <= target_i < self.E:
+            raise ValueError(f"command {op!r} needs a target entity, got {target!r}")
+        self.commands.append(Command(village, actor_i, op, target_i, float(x), float(y)))
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def time_of_day(self) -> np.ndarray:
+        """Tick of the day, 0..143 (0 = midnight)."""
+        return (self.state.tick + START_TICK_OF_DAY) % TICKS_PER_DAY
+
+    @property
+    def is_night(self) -> np.ndarray:
+        tod = self.time_of_day
+        return (tod >= NIGHT_START) | (tod < NIGHT_END)
+
+    def _new_event_ids(self, village: np.ndarray) -> np.ndarray:
+        """Consecutive ids per village for a batch of new events, in the given order."""
+        ids = np.empty(len(village), np.int64)
+        for k, b in enumerate(village):  # events per tick are few; this is not a loop over NPCs
+            ids[k] = self.state.event_count[b]
+            self.state.event_count[b] += 1
+        return ids
+
+    def _gather_pos(self, entity: np.ndarray) -> np.ndarray:
+        """Positions of entity indices of shape (B, X) -> (B, X, 2)."""
+        return np.take_along_axis(self.state.pos, np.clip(entity, 0, self.E - 1)[..., None], axis=1)
+
+    # ------------------------------------------------------------------ the tick
+    def step(self, actions: np.ndarray) -> None:
+        s, w, t = self.state, self.w, self.t
+        B, N, E = self.B, self.N, self.E
+        actions = np.asarray(actions, np.int64).reshape(B, N)
+        prev_knows_death = s.knows_death.copy()
+        prev_culprit = s.known_culprit.copy()
+        prev_threat = s.knows_threat.copy()
+        npc_alive = s.alive[:, :N].copy()
+        damage = np.zeros((B, E), np.float32)
+        hitter = np.full((B, E), -1, np.int64)
+        hitter_prio = np.full((B, E), -1.0)
+        hits: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (b, attacker, target, cause)
+
+        # 1. scenario events and commands
+        self._apply_scenario()
+        self._apply_commands()
+
+        # 2. free NPCs start the chosen macro-action
+        in_range = (actions >= 0) & (actions < self.n_actions)
+        actions = np.where(in_range, actions, 0)
+        valid = np.take_along_axis(self.mask, actions[..., None], axis=2)[..., 0]
+        actions = np.where(valid, actions, 0)
+        kind = self.action_kind[actions]
+        slot = self.action_slot[actions]
+        chosen_target = np.where(
+            slot >= 0, np.take_along_axis(self.observer.slot_entity, np.maximum(slot, 0)[..., None], 2)[..., 0], -1
+        )
+        start = ~s.busy & npc_alive
+        s.activity = np.where(start, kind, s.activity)
+        s.target = np.where(start, chosen_target, s.target)
+        s.performing = np.where(start, False, s.performing)
+        s.perform_left = np.where(start, self._perform_ticks[kind], s.perform_left)
+        s.travel_left = np.where(start, t.max_travel_ticks, s.travel_left)
+        s.busy = s.busy | start
+        wander = start & (kind == Action.WANDER)
+        if wander.any():
+            offset = self.rng.uniform(-t.wander_radius, t.wander_radius, (B, N, 2)).astype(np.float32)
+            s.dest = np.where(wander[..., None], np.clip(s.pos[:, :N] + offset, 0, w.size[:, None, :]), s.dest)
+        idle = start & (kind == Action.IDLE)
+        s.dest = np.where(idle[..., None], s.pos[:, :N], s.dest)
+
+        # abandon activities whose target no longer makes sense
+        tgt = np.maximum(s.target, 0)
+        tgt_alive = np.take_along_axis(s.alive & s.present, tgt, 1)
+        act = s.activity
+        needs_living = (act == Action.TALK) | (act == Action.COMFORT) | (act == Action.WARN) | (
+            act == Action.ATTACK) | (act == Action.FLEE)
+        abandon = s.busy & needs_living & ~tgt_alive
+        s.busy &= ~abandon
+
+        # 3. movement toward destinations; arrival starts the performance
+        target_pos = self._gather_pos(tgt)
+        death_pos = np.take_along_axis(s.death_pos, tgt[..., None], 1)
+        npc_pos = s.pos[:, :N]
+        away = npc_pos - target_pos
+        away_len = np.linalg.norm(away, axis=-1, keepdims=True)
+        flee_dest = np.clip(npc_pos + away / np.maximum(away_len, 1e-3) * 8.0, 0, w.size[:, None, :])
+        dest = s.dest
+        dest = np.where((act == Action.WORK)[..., None], w.work_pos, dest)
+        dest = np.where(((act == Action.EAT) | (act == Action.SLEEP))[..., None], w.home_pos, dest)
+        follows = (act == Action.TALK) | (act == Action.COMFORT) | (act == Action.WARN) | (act == Action.ATTACK)
+        dest = np.where(follows[..., None], target_pos, dest)
+        dest = np.where((act == Action.MOURN)[..., None], death_pos, dest)
+        dest = np.where((act == Action.FLEE)[..., None], flee_dest, dest)
+        s.dest = dest.astype(np.float32)
+        moving = s.busy & ~s.performing & npc_alive
+        speed = np.where(act == Action.FLEE, t.flee_speed, t.walk_speed)
+        step_vec = dest - npc_pos
+        dist = np.linalg.norm(step_vec, axis=-1)
+        frac = np.where(dist > 0, np.minimum(1.0, speed / np.maximum(dist, 1e-6)), 0.0)
+        new_pos = npc_pos + step_vec * (frac * moving)[..., None]
+        s.pos[:, :N] = new_pos
+        remaining = dist * (1 - frac)
+        arrived = moving & (remaining <= t.reach) & (act != Action.FLEE)
+        s.performing |= arrived
+        s.travel_left = s.travel_left - moving
+        # fleeing ends when the threat is a safe distance away
+        safe = w.sight_radius[:, None] * t.safe_distance_factor
+        flee_done = s.busy & (act == Action.FLEE) & (np.linalg.norm(new_pos - target_pos, axis=-1) >= safe)
+        gave_up = moving & ~arrived & (s.travel_left <= 0)
+        s.busy &= ~(flee_done | gave_up)
+
+        # 4. performing NPCs act
+        perf = s.busy & s.performing & npc_alive
+        first = arrived & perf  # first tick of the performance
+        in_reach = np.linalg.norm(s.pos[:, :N] - target_pos, axis=-1) <= t.reach * 1.5
+        sleeping = perf & (act == Action.SLEEP)
+        working = perf & (act == Action.WORK)
+        eating = perf & (act == Action.EAT)
+        mourning = perf & (act == Action.MOURN)
+        comforting = perf & (act == Action.COMFORT)
+        talking_first = first & ((act == Action.TALK) | (act == Action.COMFORT))
+        warning_first = first & (act == Action.WARN)
+        blows = first & (act == Action.ATTACK) & in_reach & tgt_alive
+        traits = w.traits
+        bravery, aggression, empathy, sociability, diligence = (traits[..., k] for k in range(5))
+
+        s.granary = s.granary + (working * diligence).sum(1) * t.work_output
+        meal_demand = eating.sum(1) * t.eat_cost
+        fed_share = np.where(meal_demand > 0, np.minimum(1.0, s.granary / np.maximum(meal_demand, 1e-9)), 1.0)
+        s.granary = np.clip(s.granary - meal_demand * fed_share - t.granary_spoil, 0.0, 1.0).astype(np.float32)
+        s.hunger = s.hunger - eating * t.eat_relief * fed_share[:, None]
+        s.energy = s.energy + sleeping * t.sleep_gain
+        chatting = perf & ((act == Action.TALK) | (act == Action.COMFORT))
+        s.social = s.social + chatting * t.talk_gain
+        # the comforted feel the company too
+        comfort_tgt = np.where(comforting, s.target, -1)
+        if comforting.any():
+            bb, ii = np.nonzero(comforting)
+            relief = 1 - t.comfort_relief * (0.5 + empathy[bb, ii])
+            np.multiply.at(s.grief, (bb, comfort_tgt[bb, ii]), relief)
+            np.add.at(s.social, (bb, comfort_tgt[bb, ii]), t.talk_gain)
+            s.grief[bb, ii] *= 1 - 0.5 * t.comfort_relief
+        s.grief = s.grief * np.where(mourning, 1 - t.mourn_relief * (0.5 + empathy), 1.0)
+        if blows.any():
+            bb, ii = np.nonzero(blows)
+            tt = s.target[bb, ii]
+            dmg = t.blow_damage + t.blow_damage_aggression * aggression[bb, ii]
+            cause = self._grudge_cause(bb, ii, tt)
+            hits.append((bb, ii, tt, cause))
+            self._accumulate_hits(damage, hitter, hitter_prio, bb, ii, tt, dmg)
+            s.anger[bb, ii, tt] *= 1 - t.blow_anger_relief
+        done_performing = perf & (s.perform_left <= 1)
+        s.perform_left = s.perform_left - perf
+        s.busy &= ~done_performing
+
+        # 5. non-NPC actors
+        self._step_actors(damage, hitter, hitter_prio, hits)
+
+        # 6. combat resolution
+        was_alive = s.alive.copy()
+        s.health = np.clip(s.health - damage, 0.0, None).astype(np.float32)
+        just_died = was_alive & (s.health <= 0)
+        attacked = damage[:, :N] > 0
+        s.alive &= ~just_died
+        s.death_tick = np.where(just_died, s.tick[:, None], s.death_tick)
+        s.death_pos = np.where(just_died[..., None], s.pos, s.death_pos)
+        s.killer = np.where(just_died, hitter, s.killer)
+        self._record_hits(hits, just_died)
+        sight = w.sight_radius[:, None, None]
+        awake = s.alive[:, :N] & ~sleeping
+        # attacked NPCs wake up, feel fear and anger toward the attacker, and know the threat
+        if hits:
+            bb = np.concatenate([h[0] for h in hits])
+            aa = np.concatenate([h[1] for h in hits])
+            tt = np.concatenate([h[2] for h in hits])
+            victim_npc = tt < N
+            vb, va, vt = bb[victim_npc], aa[victim_npc], tt[victim_npc]
+            np.add.at(s.fear, (vb, vt, va), t.fear_gain * 0.5 * (1 - bravery[vb, vt]))
+            np.add.at(s.anger, (vb, vt, va), t.anger_gain * 0.5 * aggression[vb, vt])
+            s.knows_threat[vb, vt, va] = True
+            # witnesses of an attack learn who is dangerous
+            attack_pos = s.pos[bb, aa]
+            d_w = np.linalg.norm(s.pos[bb, :N] - attack_pos[:, None, :], axis=-1)
+            seen = (d_w <= w.sight_radius[bb][:, None]) & awake[bb]
+            wb, wi = np.nonzero(seen)
+            s.knows_threat[bb[wb], wi, aa[wb]] = True
+
+        # 7. perception of deaths, bodies and raiders
+        npc_pos = s.pos[:, :N]
+        if just_died.any():
+            d_death = np.linalg.norm(npc_pos[:, :, None, :] - s.death_pos[:, None, :, :], axis=-1)
+            witness = just_died[:, None, :] & (d_death <= sight) & awake[..., None]
+            self._learn(witness, s.killer[:, None, :].repeat(N, 1), -1, HOW_WITNESSED)
+            culprit = np.broadcast_to(s.killer[:, None, :], witness.shape)
+            wb, wi, we = np.nonzero(witness & (culprit >= 0))
+            s.knows_threat[wb, wi, culprit[wb, wi, we]] = True
+            self.died = just_died[:, :N]
+        else:
+            self.died = np.zeros((B, N), bool)
+        dead_bodies = ~s.alive & (s.death_tick >= 0)
+        if dead_bodies.any():
+            d_body = np.linalg.norm(npc_pos[:, :, None, :] - s.death_pos[:, None, :, :], axis=-1)
+            found = dead_bodies[:, None, :] & (d_body <= t.body_discovery_radius) & awake[..., None] & ~s.knows_death
+            if found.any():
+                self._learn(found, np.full((B, N, E), -1, np.int64), -1, HOW_FOUND_BODY)
+        geo = self.observer.geometry()
+        raiders_seen = (
+            (w.entity_kind == EntityKind.RAIDER)[None, None, :] & s.present[:, None, :] & s.alive[:, None, :]
+            & (geo.dist <= sight) & awake[..., None]
+        )
+        s.knows_threat |= raiders_seen
+
+        # 8. news spreads: talk, comfort, warn and ambient gossip along positive ties
+        self._spread_news(talking_first, warning_first, awake, geo.dist[:, :, :N])
+
+        # 9. appraisal of what was learned this tick
+        self._appraise(prev_knows_death, prev_culprit, geo.dist)
+        # a known threat in sight keeps fear up, scaled by proximity and timidity
+        threat_in_sight = s.knows_threat & s.alive[:, None, :] & s.present[:, None, :] & (geo.dist <= sight)
+        proximity = np.exp(-geo.dist / sight)
+        sight_fear = threat_in_sight * (t.fear_gain * 0.8 * (1 - bravery))[..., None] * proximity
+        s.fear = np.maximum(s.fear, sight_fear)
+        # decay: grudges against a living, known culprit fade slowly
+        grudge = s.knows_threat & s.alive[:, None, :]
+        s.grief *= _half_life_factor(t.grief_half_life)
+        s.joy *= _half_life_factor(t.joy_half_life)
+        s.fear *= _half_life_factor(t.fear_half_life)
+        s.anger *= np.where(grudge, _half_life_factor(t.grudge_half_life), _half_life_factor(t.anger_half_life))
+        cap = t.emotion_cap
+        np.clip(s.grief, 0, cap, out=s.grief)
+        np.clip(s.joy, 0, cap, out=s.joy)
+        np.clip(s.fear, 0, cap, out=s.fear)
+        np.clip(s.anger, 0, cap, out=s.anger)
+
+        # 10. needs
+        alive_now = s.alive[:, :N]
+        s.hunger = np.clip(s.hunger + t.hunger_rate * alive_now, 0, 1).astype(np.float32)
+        drain = t.energy_rate * (1 + working) * ~sleeping
+        s.energy = np.clip(s.energy - drain * alive_now, 0, 1).astype(np.float32)
+        s.social = np.clip(s.social - t.social_rate * sociability * alive_now, 0, 1).astype(np.float32)
+
+        # 11. rewards
+        self.last_reward = self._reward(working, npc_alive)
+
+        # 12. interruptions: news, an attack or a threat coming into sight frees a busy NPC to re-decide
+        news = (s.knows_death & ~prev_knows_death).any(-1) | (s.known_culprit != prev_culprit).any(-1)
+        new_threat = (s.knows_threat & ~prev_threat).any(-1)
+        s.busy &= ~((news | new_threat | attacked) & (s.activity != Action.FLEE))
+        s.busy &= s.alive[:, :N]
+        s.performing &= s.busy
+
+        s.tick = s.tick + 1
+        self.reaction = self._label_reactions()
+        if self.record:
+            self._record_reactions()
+        self.obs, self.mask = self.observer.observe()
+
+    # ------------------------------------------------------------------ pieces of the tick
+    def _accumulate_hits(self, damage, hitter, hitter_prio, bb, attacker, target, dmg) -> None:
+        np.add.at(damage, (bb, target), dmg)
+        prio = self.rng.random(len(bb))  # seeded tie-break for who landed the killing blow
+        for k in np.argsort(prio, kind="stable"):  # few hits per tick
+            b, tgt = bb[k], target[k]
+            if prio[k] > hitter_prio[b, tgt]:
+                hitter_prio[b, tgt] = prio[k]
+                hitter[b, tgt] = attacker[k]
+
+    def _grudge_cause(self, bb: np.ndarray, ii: np.ndarray, tt: np.ndarray) -> np.ndarray:
+        """For NPC i attacking t: the death event i blames t for (-1 if none)."""
+        s = self.state
+        blames = s.known_culprit[bb, ii] == tt[:, None]  # (H, E) victims i believes t killed
+        victim = np.argmax(blames, axis=1)
+        return np.where(blames.any(1), s.death_event[bb, victim], -1)
+
+    def _record_hits(self, hits, just_died) -> None:
+        """Assign event ids to attacks and deaths (always: cause links use them) and log them if recording."""
+        s = self.state
+        if hits:
+            bb = np.concatenate([h[0] for h in hits])
+            aa = np.concatenate([h[1] for h in hits])
+            tt = np.concatenate([h[2] for h in hits])
+            cc = np.concatenate([h[3] for h in hits])
+            ids = self._new_event_ids(bb)
+            s.threat_event[bb, aa] = ids
+            if self.record:
+                self.log.add_events(ids, bb, s.tick[bb], EventType.ATTACK, aa, tt, s.pos[bb, aa, 0],
+                                    s.pos[bb, aa, 1], cause=cc)
+        db, de = np.nonzero(just_died)
+        if len(db):
+            ids = self._new_event_ids(db)
+            s.death_event[db, de] = ids
+            killer = s.killer[db, de]
+            has_killer = killer >= 0
+            s.threat_event[db[has_killer], killer[has_killer]] = ids[has_killer]
+            if self.record:
+                self.log.add_events(ids, db, s.tick[db], EventType.DEATH, killer, de, s.death_pos[db, de, 0],
+                                    s.death_pos[db, de, 1])
+
+    def _learn(self, new: np.ndarray, culprit: np.ndarray, sender, how) -> None:
+        """Mark (B, N, E) news as known by its receivers, with culprit, time and source."""
+        s = self.state
+        new = new & ~s.knows_death
+        if not new.any():
+            return
+        s.knows_death |= new
+        s.known_culprit = np.where(new & (s.known_culprit < 0), culprit, s.known_culprit)
+        s.learned_tick = np.where(new, s.tick[:, None, None], s.learned_tick)
+        s.learned_from = np.where(new, sender, s.learned_from)
+        if self.record:
+            bb, ii, ee = np.nonzero(new)
+            snd = np.broadcast_to(np.asarray(sender), new.shape)[bb, ii, ee]
+            how_k = np.broadcast_to(np.asarray(how), new.shape)[bb, ii, ee]
+            self.log.add_messages(bb, s.tick[bb], snd, ii, ee, culprit[bb, ii, ee], how_k)
+
+    def _spread_news(self, talking_first, warning_first, awake, npc_dist) -> None:
+        """Directed transfers sender -> receiver this tick; receivers learn what senders know."""
+        s, w, t = self.state, self.w, self.t
+        B, N = self.B, self.N
+        if not (s.knows_death.any() or s.knows_threat.any()):
+            return
+        transfer = np.zeros((B, N, N), bool)
+        how = np.zeros((B, N, N), np.int64) + HOW_TOLD
+        b_idx, i_idx = np.nonzero(talking_first | warning_first)
+        if len(b_idx):
+            tgt = s.target[b_idx, i_idx]
+            npc_tgt = tgt < N
+            b2, i2, t2 = b_idx[npc_tgt], i_idx[npc_tgt], tgt[npc_tgt]
+            transfer[b2, i2, t2] = True
+            warn = warning_first[b2, i2]
+            how[b2[warn], i2[warn], t2[warn]] = HOW_WARNED
+            talk = ~warn  # talk and comfort go both ways
+            transfer[b2[talk], t2[talk], i2[talk]] = True
+        # ambient gossip between acquainted NPCs in talking range
+        tie = s.affinity > 0
+        close = (npc_dist <= t.talk_radius) & tie & awake[:, :, None] & awake[:, None, :]
+        p = w.gossip_probability[:, None, None] * w.traits[:, :, 3][..., None]
+        transfer |= close & (self.rng.random((B, N, N)) < p)
+        idx = np.arange(N)
+        transfer[:, idx, idx] = False
+        if not transfer.any():
+            return
+        knows = s.knows_death
+        # candidate senders per (receiver, subject): (B, sender, receiver, subject)
+        carries = transfer[..., None] & knows[:, :, None, :]
+        new = carries.any(1) & ~knows
+        knows_culprit = s.known_culprit >= 0
+        carries_culprit = transfer[..., None] & knows_culprit[:, :, None, :]
+        new_culprit = carries_culprit.any(1) & ~knows_culprit
+        threat_new = (transfer[..., None] & s.knows_threat[:, :, None, :]).any(1)
+        if new.any() or new_culprit.any():
+            sender = np.argmax(np.where(new[:, None], carries, carries_culprit), axis=1)  # (B, N, E)
+            culprit = np.take_along_axis(s.known_culprit, sender, axis=1)
+            # how[b, sender, receiver] -> per (b, receiver, subject)
+            how_told = how[np.arange(B)[:, None, None], sender, np.arange(N)[None, :, None]]
+            self._learn(new, culprit, sender, how_told)
+            learn_culprit = new_culprit & ~new
+            s.known_culprit = np.where(learn_culprit, culprit, s.known_culprit)
+            if self.record and learn_culprit.any():
+                bb, ii, ee = np.nonzero(learn_culprit)
+                self.log.add_messages(bb, s.tick[bb], sender[bb, ii, ee], ii, ee, culprit[bb, ii, ee],
+                                      np.full(len(bb), HOW_TOLD))
+        s.knows_threat |= threat_new
+
+    def _appraise(self, prev_knows_death, prev_culprit, dist) -> None:
+        """OCC-style appraisal of deaths learned this tick (grief, gloating) and culprits (anger, fear)."""
+        s, w, t = self.state, self.w, self.t
+        N = self.N
+        new_death = (s.knows_death & ~prev_knows_death)[:, :, :N]
+        new_culprit = (s.known_culprit >= 0) & (prev_culprit < 0)
+        if not (new_death.any() or new_culprit.any()):
+            return
+        like = s.affinity
+        closeness = np.maximum(like, 0) * (1 + t.kin_bonus * w.kin)
+        s.grief += t.grief_gain * (new_death * closeness).sum(-1)
+        gloat = (new_death * np.maximum(-like, 0)).sum(-1) * t.gloat_gain
+        s.joy += gloat
+        if self.record and (gloat > 0.2).any():
+            bb, ii = np.nonzero(gloat > 0.2)
+            latest = np.argmax(np.where(new_death[bb, ii], np.maximum(-like[bb, ii], 0), -1), axis=1)
+            cause = s.death_event[bb, latest]
+            ids = self._new_event_ids(bb)
+            self.log.add_events(ids, bb, s.tick[bb], EventType.REACTION, ii, latest, s.pos[bb, ii, 0],
+                                s.pos[bb, ii, 1], cause=cause, reaction=np.full(len(bb), Reaction.GLOATING),
+                                intensity=s.joy[bb, ii])
+        bb, ii, vv = np.nonzero(new_culprit[:, :, :N])
+        if len(bb):
+            kk = s.known_culprit[bb, ii, vv]
+            near = s.learned_from[bb, ii, vv] == -1
+            close = closeness[bb, ii, vv]
+            bravery, aggression = w.traits[bb, ii, 0], w.traits[bb, ii, 1]
+            not_self = kk != ii
+            np.add.at(s.anger, (bb, ii, kk), not_self * t.anger_gain * close * (0.3 + aggression))
+            proximity = np.exp(-dist[bb, ii, kk] / w.sight_radius[bb])
+            fear = t.fear_gain * (1 - bravery) * (0.5 + close) * np.where(near, proximity, t.hearsay_fear)
+            np.add.at(s.fear, (bb, ii, kk), not_self * fear)
+            s.knows_threat[bb[not_self], ii[not_self], kk[not_self]] = True
+
+    def _reward(self, working: np.ndarray, npc_alive: np.ndarray) -> np.ndarray:
+        """Per-NPC reward: needs, personality-weighted negative emotions, health, work and village welfare."""
+        s, w, t = self.state, self.w, self.t
+        N = self.N
+        bravery, aggression, empathy, sociability, diligence = (w.traits[..., k] for k in range(5))
+        needs = t.w_hunger * s.hunger + t.w_energy * (1 - s.energy) + t.w_social * sociability * (1 - s.social)
+        anger = np.minimum(s.anger.sum(-1), t.anger_sum_cap)
+        fear = np.minimum(s.fear.sum(-1), t.fear_sum_cap)
+        emotions = (0.5 + empathy) * s.grief + (0.5 + aggression) * anger + (1.5 - bravery) * fear
+        health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
+        gains = t.w_work * diligence * working + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
+        reward = (gains - needs - emotions - health) * t.reward_scale
+        reward = np.where(s.alive[:, :N], reward, 0.0)
+        reward = reward - self.died * t.death_penalty * t.reward_scale
+        return (reward * npc_alive).astype(np.float32)
+
+    def _label_reactions(self) -> np.ndarray:
+        """Display labels from the current activity and its context. Never read by the behaviour."""
+        s, N = self.state, self.N
+        act, tgt = s.activity, np.maximum(s.target, 0)
+        active = s.busy & s.alive[:, :N]
+        anger_at = np.take_along_axis(s.anger, tgt[..., None], 2)[..., 0]
+        threat = np.take_along_axis(s.knows_threat, tgt[..., None], 2)[..., 0]
+        raider = self.w.entity_kind[tgt] == EntityKind.RAIDER
+        tgt_grief = np.take_along_axis(s.grief, np.minimum(tgt, N - 1), 1) * (tgt < N)
+        label = np.zeros_like(act)
+        label = np.where(active & (act == Action.MOURN) & s.performing, Reaction.MOURNING, label)
+        attack = active & (act == Action.ATTACK)
+        label = np.where(attack, Reaction.AGGRESSION, label)
+        label = np.where(attack & threat, Reaction.DEFENSE, label)
+        label = np.where(attack & threat & (anger_at > 0.05) & ~raider, Reaction.REVENGE, label)
+        label = np.where(active & (act == Action.FLEE) & threat, Reaction.FEAR, label)
+        label = np.where(active & (act == Action.COMFORT) & (tgt_grief > 0.05), Reaction.CONSOLING, label)
+        label = np.where(active & (act == Action.WARN), Reaction.ALARM, label)
+        return label
+
+    def _record_reactions(self) -> None:
+        """Log a reaction event when an NPC starts showing a label, with a cause link."""
+        s = self.state
+        prev = getattr(self, "_prev_reaction", np.zeros_like(self.reaction))
+        started = (self.reaction != prev) & (self.reaction != Reaction.NONE)
+        self._prev_reaction = self.reaction.copy()
+        bb, ii = np.nonzero(started)
+        if not len(bb):
+            return
+        tgt = s.target[bb, ii]
+        label = self.reaction[bb, ii]
+        tt = np.maximum(tgt, 0)
+        cause = np.where(label == Reaction.MOURNING, s.death_event[bb, tt], s.threat_event[bb, tt])
+        revenge = label == Reaction.REVENGE
+        cause = np.where(revenge, self._grudge_cause(bb, ii, tt), cause)
+        consoling = label == Reaction.CONSOLING
+        latest_known = np.argmax(s.learned_tick[bb, ii], axis=1)
+        cause = np.where(consoling, s.death_event[bb, latest_known], cause)
+        intensity = np.select(
+            [label == Reaction.MOURNING, revenge, label == Reaction.FEAR],
+            [s.grief[bb, ii], s.anger[bb, ii, tt], s.fear[bb, ii, tt]],
+            default=s.fear[bb, ii].max(-1),
+        )
+        ids = self._new_event_ids(bb)
+        self.log.add_events(ids, bb, s.tick[bb] - 1, EventType.REACTION, ii, tgt, s.pos[bb, ii, 0],
+                            s.pos[bb, ii, 1], cause=cause, reaction=label, intensity=intensity)
+
+    # ------------------------------------------------------------------ actors
+    def _apply_scenario(self) -> None:
+        s = self.state
+        if self.scenario == "world":
+            for b, spec in enumerate(self.specs):
+                names = self.entity_names[b]
+                for ev in spec.events:
+                    if ev.tick != s.tick[b]:
+                        continue
+                    actor = names.index(ev.actor)
+                    target = names.index(ev.target) if ev.target else -1
+                    if ev.type in ("kill", "attack", "gift") and actor >= self.N:
+                        self.commands.append(Command(b, actor, ev.type, target))
+                    elif ev.type == "raid":
+                        self.commands.append(Command(b, actor, "raid"))
+        elif self.scenario == "random_kill":
+            player = self._player_index()
+            due = np.flatnonzero(s.kill_tick == s.tick)
+            for b in due:
+                self.commands.append(Command(int(b), player, "kill", int(s.kill_victim[b])))
+
+    def _apply_commands(self) -> None:
+        s, N = self.state, self.N
+        pending, self.commands = self.commands, []
+        for c in pending:
+            m = c.actor - N
+            if not s.alive[c.village, c.actor]:
+                continue
+            if c.op in ("kill", "attack"):
+                s.actor_mode[c.village, m] = ActorMode.HUNT if c.op == "kill" else ActorMode.STRIKE
+                s.actor_target[c.village, m] = c.target
+                s.present[c.village, c.actor] = True
+            elif c.op == "move":
+                s.actor_mode[c.village, m] = ActorMode.MOVE
+                s.actor_dest[c.village, m] = np.clip([c.x, c.y], 0, self.w.size[c.village])
+            elif c.op == "stop":
+                s.actor_mode[c.village, m] = ActorMode.IDLE
+            elif c.op == "gift" and c.target < N and s.alive[c.village, c.target]:
+                s.joy[c.village, c.target] += 0.3
+                s.anger[c.village, c.target, c.actor] *= 0.7
+                s.fear[c.village, c.target, c.actor] *= 0.7
+                self._log_simple(c.village, EventType.GIFT, c.actor, c.target)
+            elif c.op == "raid":
+                self._start_raid(np.array([c.village]))
+
+    def _log_simple(self, b: int, type_: EventType, actor: int, target: int) -> None:
+        ids = self._new_event_ids(np.array([b]))
+        if self.record:
+            s = self.state
+            self.log.add_events(ids, np.array([b]), s.tick[[b]], type_, np.array([actor]), np.array([target]),
+                                s.pos[[b], actor, 0], s.pos[[b], actor, 1])
+
+    def _start_raid(self, villages: np.ndarray) -> None:
+        s, N = self.state, self.N
+        raiders = np.flatnonzero(self.w.entity_kind == EntityKind.RAIDER)
+        if not len(raiders) or not len(villages):
+            return
+        for e in raiders:
+            m = e - N
+            s.present[villages, e] = True
+            s.alive[villages, e] = True
+            s.health[villages, e] = self.w.max_health[villages, e]
+            s.death_tick[villages, e] = -1
+            s.pos[villages, e] = self.w.forest_pos[villages]
+            s.actor_mode[villages, m] = ActorMode.RAID
+        for b in villages:
+            self._log_simple(int(b), EventType.RAID_START, int(raiders[0]), -1)
+
+    def _step_actors(self, damage, hitter, hitter_prio, hits) -> None:
+        s, w, t, N = self.state, self.w, self.t, self.N
+        raiders = w.entity_kind[N:] == EntityKind.RAIDER
+        if raiders.any():
+            raid_on = (s.present[:, N:][:, raiders] & s.alive[:, N:][:, raiders]).any(1)
+            start = ~raid_on & (self.rng.random(self.B) < w.raid_probability)
+            self._start_raid(np.flatnonzero(start))
+        for m in range(self.M):  # a handful of actors, vectorised over villages
+            e = N + m
+            mode = s.actor_mode[:, m]
+            live = s.alive[:, e] & s.present[:, e]
+            pos = s.pos[:, e]
+            # raiders pick the nearest living villager
+            raiding = live & (mode == ActorMode.RAID)
+            if raiding.any():
+                d = np.linalg.norm(s.pos[:, :N] - pos[:, None], axis=-1)
+                d = np.where(s.alive[:, :N], d, np.inf)
+                s.actor_target[:, m] = np.where(raiding, np.argmin(d, 1), s.actor_target[:, m])
+                hurt = s.health[:, e] < t.raider_retreat_health * w.max_health[:, e]
+                mode = np.where(raiding & hurt, ActorMode.RETREAT, mode)
+            tgt = np.maximum(s.actor_target[:, m], 0)
+            tgt_pos = s.pos[np.arange(self.B), tgt]
+            tgt_alive = s.alive[np.arange(self.B), tgt]
+            chasing = live & np.isin(mode, (ActorMode.HUNT, ActorMode.STRIKE, ActorMode.RAID))
+            mode = np.where(chasing & ~tgt_alive & (mode != ActorMode.RAID), ActorMode.IDLE, mode)
+            chasing &= tgt_alive
+            dest = np.where(chasing[:, None], tgt_pos, s.actor_dest[:, m])
+            dest = np.where((mode == ActorMode.RETREAT)[:, None], w.forest_pos, dest)
+            moving = live & (chasing | np.isin(mode, (ActorMode.STROLL, ActorMode.MOVE, ActorMode.RETREAT)))
+            vec = dest - pos
+            dist = np.linalg.norm(vec, axis=-1)
+            frac = np.where(dist > 0, np.minimum(1.0, t.actor_speed / np.maximum(dist, 1e-6)), 0.0) * moving
+            s.pos[:, e] = pos + vec * frac[:, None]
+            remaining = dist * (1 - frac)
+            reached = remaining <= t.reach
+            strike = chasing & reached
+            if strike.any():
+                bb = np.flatnonzero(strike)
+                tt = tgt[bb]
+                kill = mode[bb] == ActorMode.HUNT
+                dmg = np.where(kill, 1e3, np.where(mode[bb] == ActorMode.RAID, t.raider_damage, t.blow_damage))
+                att = np.full(len(bb), e)
+                self._accumulate_hits(damage, hitter, hitter_prio, bb, att, tt, dmg)
+                hits.append((bb, att, tt, np.full(len(bb), -1)))
+                after = np.where(mode[bb] == ActorMode.HUNT, ActorMode.LINGER,
+                                 np.where(mode[bb] == ActorMode.STRIKE, ActorMode.IDLE, mode[bb]))
+                mode[bb] = after
+                s.actor_timer[bb, m] = np.where(kill, 3, 0)
+            # linger at the scene, then stroll to a public place and stay there
+            lingering = live & (mode == ActorMode.LINGER)
+            s.actor_timer[:, m] -= lingering
+            leave = lingering & (s.actor_timer[:, m] <= 0)
+            if leave.any():
+                bb = np.flatnonzero(leave)
+                pick = self.rng.integers(0, w.hangout_pos.shape[1], len(bb))
+                s.actor_dest[bb, m] = w.hangout_pos[bb, pick]
+                mode[bb] = ActorMode.STROLL
+            arrived = live & np.isin(mode, (ActorMode.STROLL, ActorMode.MOVE)) & reached
+            mode = np.where(arrived, ActorMode.IDLE, mode)
+            gone = live & (mode == ActorMode.RETREAT) & reached
+            s.present[:, e] &= ~gone
+            mode = np.where(gone, ActorMode.OFF_MAP, mode)
+            s.actor_mode[:, m] = mode
+
+    # ------------------------------------------------------------------ episode bookkeeping
+    @property
+    def truncated(self) -> np.ndarray:
+        """(B,) episodes that reached max_ticks."""
+        return self.state.tick >= self.max_ticks

@@ -1,0 +1,5 @@
+import sys
+
+from village.cli import main
+
+sys.exit(main())
