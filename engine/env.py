@@ -9,8 +9,8 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from engine.constants import REACTION_NAMES, Tuning
-from engine.vec_env import flat_action_names, resolve_world
 from engine.sim import VillageSim
+from engine.vec_env import flat_action_names, resolve_world
 from worlds import WorldSpec
 
 
@@ -40,7 +40,7 @@ class VillageParallelEnv(ParallelEnv):
         self.action_names = flat_action_names(self.sim.K)
         self._seed = seed
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019 - spaces are memoised per agent by design
+    @functools.cache  # noqa: B019 - spaces are memoised per agent by design
     def observation_space(self, agent: str) -> spaces.Dict:
         return spaces.Dict(
             {
@@ -49,7 +49,7 @@ class VillageParallelEnv(ParallelEnv):
             }
         )
 
-    @functools.lru_cache(maxsize=None)  # noqa: B019
+    @functools.cache  # noqa: B019
     def action_space(self, agent: str) -> spaces.Discrete:
         return spaces.Discrete(self.sim.n_actions)
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.constants import N_KINDS, TARGETED, TICKS_PER_DAY, UNTARGETED, Action, EntityKind
+from engine.arrays import any_over_entities, max_over_entities
+from engine.constants import TARGETED, TICKS_PER_DAY, UNTARGETED, Action, EntityKind
 from engine.state import FRIEND, RIVAL, SPOUSE
 from worlds import ROLES
 
@@ -26,10 +27,17 @@ SELF_FEATURES: tuple[str, ...] = (
     *(f"doing_{a.name.lower()}" for a in Action),
 )
 SLOT_FEATURES: tuple[str, ...] = (
-    "present", "is_npc", "is_player", "is_raider", "believed_alive", "dx", "dy", "dist", "in_reach",
-    "affinity", "kin", "spouse", "friend", "rival", "known_dead", "known_threat", "anger", "fear",
+    "present",
+    # static (from the world): contiguous so one gather fills them
+    "is_npc", "is_player", "is_raider", "affinity", "kin", "spouse", "friend", "rival",
+    # dynamic
+    "believed_alive", "dx", "dy", "dist", "in_reach", "known_dead", "known_threat", "anger", "fear",
     "their_grief", "their_health", "blamed_for_death", "since_learned",
 )
+_SELF_COL = {name: k for k, name in enumerate(SELF_FEATURES)}
+_SLOT_COL = {name: k for k, name in enumerate(SLOT_FEATURES)}
+_STATIC_SLOT_COLS = slice(_SLOT_COL["is_npc"], _SLOT_COL["rival"] + 1)
+_ACTIVITY_COL0 = _SELF_COL["doing_idle"]
 TRAIT_SLICE = slice(SELF_FEATURES.index("bravery"), SELF_FEATURES.index("diligence") + 1)
 ROLE_SLICE = slice(SELF_FEATURES.index(f"role_{ROLES[0]}"), SELF_FEATURES.index(f"role_{ROLES[-1]}") + 1)
 
@@ -52,17 +60,53 @@ class Observer:
         self.obs_dim = len(SELF_FEATURES) + sim.K * len(SLOT_FEATURES)
         self.slot_entity = np.zeros((sim.B, sim.N, sim.K), np.int64)
         self._self_index = np.arange(sim.N)
-        self._tiebreak = (np.arange(sim.E, dtype=np.float32) * 1e-4)[None, None, :]
-        self._role_onehot = np.eye(len(ROLES), dtype=np.float32)[sim.w.role]
         kind = sim.w.entity_kind
         self._is_npc = (kind == EntityKind.NPC).astype(np.float32)
-        self._is_player = (kind == EntityKind.PLAYER).astype(np.float32)
-        self._is_raider = (kind == EntityKind.RAIDER).astype(np.float32)
         self._untargeted = np.array([int(a) for a in UNTARGETED])
         self._geo: Geometry | None = None
-        self._geo_tick: np.ndarray | None = None
+        self.refresh_world()
+
+    def refresh_world(self) -> None:
+        """Precompute what depends only on the world (relations, kinds, traits): call after worlds change."""
+        sim = self.sim
+        w, t = sim.w, sim.t
+        B, N, E = sim.B, sim.N, sim.E
+        kind = w.entity_kind
+        aff = np.zeros((B, N, E), np.float32)
+        aff[:, :, :N] = w.base_affinity
+        kin = np.zeros((B, N, E), bool)
+        kin[:, :, :N] = w.kin
+        rel = np.full((B, N, E), -1, np.int8)
+        rel[:, :, :N] = w.relation
+        self._close = (aff >= t.close_affinity) | kin
+        self._kin_f = kin.astype(np.float32)
+        # static salience: liking, kinship and a tiny index tie-break keep slot order stable
+        tiebreak = (np.arange(E, dtype=np.float32) * 1e-4)[None, None, :]
+        self._static_score = np.maximum(aff, 0.0) + 0.5 * self._kin_f + tiebreak
+        exists_static = np.ones((B, N, E), bool)
+        exists_static[:, self._self_index, self._self_index] = False
+        self._not_self = exists_static
+        # static slot features, gathered per slot each tick: is_npc, is_player, is_raider, affinity, kin,
+        # spouse, friend, rival
+        self._static_feats = np.stack(
+            [
+                np.broadcast_to((kind == EntityKind.NPC)[None, None, :], (B, N, E)),
+                np.broadcast_to((kind == EntityKind.PLAYER)[None, None, :], (B, N, E)),
+                np.broadcast_to((kind == EntityKind.RAIDER)[None, None, :], (B, N, E)),
+                aff,
+                kin,
+                rel == SPOUSE,
+                rel == FRIEND,
+                rel == RIVAL,
+            ],
+            -1,
+        ).astype(np.float32).reshape(B * N * E, -1)
+        self._row_offset = (np.arange(B * N, dtype=np.int64) * E).reshape(B, N, 1)
+        self._role_onehot = np.eye(len(ROLES), dtype=np.float32)[w.role]
+        self._size = np.sqrt((w.size**2).sum(-1))[:, None].astype(np.float32)
 
     def geometry(self) -> Geometry:
+        """Vectors and distances from every NPC to every entity; computed once per tick, after movement."""
         s = self.sim.state
         npc = s.pos[:, : self.sim.N]
         dx = s.pos[:, None, :, 0] - npc[:, :, None, 0]
@@ -70,132 +114,115 @@ class Observer:
         self._geo = Geometry(dx, dy, np.sqrt(dx * dx + dy * dy))
         return self._geo
 
-    def observe(self) -> tuple[np.ndarray, np.ndarray]:
+    def gather(self, a: np.ndarray) -> np.ndarray:
+        """(B, N, E) -> (B, N, K): the value for each slot's entity."""
+        return a.reshape(-1).take(self._slot_index)
+
+    def observe(self, geo: Geometry | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(B, N, obs_dim) float32 observations and (B, N, n_actions) bool masks."""
         sim = self.sim
         s, w, t = sim.state, sim.w, sim.t
         B, N, E, K = sim.B, sim.N, sim.E, sim.K
-        geo = self.geometry()
+        geo = geo or self.geometry()
         sight = w.sight_radius[:, None, None]
         alive_npc = s.alive[:, :N]
-        npc_slice = slice(0, N)
 
-        # --- salience and slot choice
-        aff = np.zeros((B, N, E), np.float32)
-        aff[:, :, npc_slice] = s.affinity
-        kin = np.zeros((B, N, E), bool)
-        kin[:, :, npc_slice] = w.kin
-        close = (aff >= t.close_affinity) | kin
-        exists = s.present[:, None, :] & np.ones((1, N, 1), bool)
-        exists[:, self._self_index, self._self_index] = False
-        live_threat = s.knows_threat & s.alive[:, None, :]
-        recent = (s.tick[:, None, None] - s.learned_tick) < TICKS_PER_DAY
-        score = (
-            3.0 * live_threat
-            + 3.0 * (s.knows_death & close & recent)
-            + 2.0 * np.minimum(s.anger, 1.0)
-            + 2.0 * np.minimum(s.fear, 1.0)
-            + np.maximum(aff, 0.0)
-            + 0.5 * kin
-            + np.exp(-geo.dist / sight)
-            - 2.0 * (s.knows_death & ~close)
-            + self._tiebreak
-        )
+        # --- salience and slot choice (from this NPC's own knowledge)
+        proximity = np.exp(-geo.dist / sight)
+        score = self._static_score + proximity
+        mind_active = s.knows_death.any() or s.knows_threat.any()
+        if mind_active:
+            live_threat = s.knows_threat & s.alive[:, None, :]
+            recent = (s.tick[:, None, None] - s.learned_tick) < TICKS_PER_DAY
+            score = (
+                score
+                + 3.0 * live_threat
+                + 3.0 * (s.knows_death & self._close & recent)
+                + 2.0 * np.minimum(s.anger, 1.0)
+                + 2.0 * np.minimum(s.fear, 1.0)
+                - 2.0 * (s.knows_death & ~self._close)
+            )
+        exists = self._not_self & s.present[:, None, :]
         score = np.where(exists, score, -1e9)
         top = np.argpartition(-score, K - 1, axis=-1)[..., :K]
         top_score = np.take_along_axis(score, top, -1)
         order = np.argsort(-top_score, axis=-1, kind="stable")
         slot = np.take_along_axis(top, order, -1)
         self.slot_entity = slot
-        valid = np.take_along_axis(score, slot, -1) > -1e8
+        # flat index of (b, i, slot entity) into any (B, N, E) array
+        self._slot_index = slot + self._row_offset
+        valid = np.take_along_axis(top_score, order, -1) > -1e8
+        g = self.gather
 
-        def g(a: np.ndarray) -> np.ndarray:
-            return np.take_along_axis(a, slot, -1)
-
-        believed_alive = ~g(s.knows_death)
+        obs = np.zeros((B, N, self.obs_dim), np.float32)
+        slots = obs[..., len(SELF_FEATURES):].reshape(B, N, K, len(SLOT_FEATURES))
+        col = _SLOT_COL
+        slots[..., _STATIC_SLOT_COLS] = self._static_feats.take(self._slot_index, axis=0)
         dist = g(geo.dist)
-        grief_e = np.zeros((B, N, E), np.float32)
-        grief_e[:, :, npc_slice] = (s.grief * alive_npc)[:, None, :]
-        health_e = np.broadcast_to((s.health / np.maximum(w.max_health, 1e-6))[:, None, :], (B, N, E))
-        in_sight = geo.dist <= sight
-        blamed = np.zeros((B, N, E), bool)
-        if (s.known_culprit >= 0).any():
-            bb, ii, vv = np.nonzero(s.known_culprit >= 0)
-            blamed[bb, ii, s.known_culprit[bb, ii, vv]] = True
-        since = np.where(s.learned_tick >= 0, (s.tick[:, None, None] - s.learned_tick) / TICKS_PER_DAY, 0.0)
-        rel = np.full((B, N, E), -1, np.int8)
-        rel[:, :, npc_slice] = w.relation
-        rel_s = g(rel)
-        slot_feats = np.stack(
-            [
-                valid,
-                self._is_npc[slot],
-                self._is_player[slot],
-                self._is_raider[slot],
-                believed_alive & valid,
-                np.clip(g(geo.dx) / sight, -3, 3),
-                np.clip(g(geo.dy) / sight, -3, 3),
-                np.clip(dist / sight, 0, 3),
-                dist <= t.reach * 1.5,
-                g(aff),
-                g(kin),
-                rel_s == SPOUSE,
-                rel_s == FRIEND,
-                rel_s == RIVAL,
-                g(s.knows_death),
-                g(s.knows_threat),
-                g(s.anger),
-                g(s.fear),
-                g(grief_e * in_sight),
-                g(health_e * in_sight),
-                g(blamed),
-                np.clip(g(since), 0, 1),
-            ],
-            axis=-1,
-        ).astype(np.float32)
-        slot_feats *= valid[..., None]
+        sight_k = w.sight_radius[:, None, None]
+        in_sight = dist <= sight_k
+        bidx = np.arange(B)[:, None, None]
+        slots[..., col["present"]] = valid
+        slots[..., col["dx"]] = np.clip(g(geo.dx) / sight_k, -3, 3)
+        slots[..., col["dy"]] = np.clip(g(geo.dy) / sight_k, -3, 3)
+        slots[..., col["dist"]] = np.clip(dist / sight_k, 0, 3)
+        slots[..., col["in_reach"]] = dist <= t.reach * 1.5
+        grief_all = np.zeros((B, E), np.float32)
+        grief_all[:, :N] = s.grief * alive_npc
+        slots[..., col["their_grief"]] = grief_all[bidx, slot] * in_sight
+        health_all = s.health / np.maximum(w.max_health, 1e-6)
+        slots[..., col["their_health"]] = health_all[bidx, slot] * in_sight
+        if mind_active:
+            known_dead = g(s.knows_death)
+            believed_alive = ~known_dead
+            slots[..., col["known_dead"]] = known_dead
+            slots[..., col["known_threat"]] = g(s.knows_threat)
+            slots[..., col["anger"]] = g(s.anger)
+            slots[..., col["fear"]] = g(s.fear)
+            culprit = s.known_culprit >= 0
+            if culprit.any():
+                blamed = np.zeros((B, N, E), bool)
+                bb, ii, vv = np.nonzero(culprit)
+                blamed[bb, ii, s.known_culprit[bb, ii, vv]] = True
+                slots[..., col["blamed_for_death"]] = g(blamed)
+            learned = g(s.learned_tick)
+            since = np.where(learned >= 0, (s.tick[:, None, None] - learned) / TICKS_PER_DAY, 0.0)
+            slots[..., col["since_learned"]] = np.clip(since, 0, 1)
+        else:
+            believed_alive = np.ones((B, N, K), bool)
+        slots[..., col["believed_alive"]] = believed_alive
+        if not valid.all():
+            slots *= valid[..., None]
 
         # --- own state
+        own = obs[..., : len(SELF_FEATURES)]
+        c = _SELF_COL
         tod = sim.time_of_day / TICKS_PER_DAY * 2 * np.pi
-        size = np.linalg.norm(w.size, axis=-1)[:, None]
         npc_pos = s.pos[:, :N]
-        activity = np.eye(N_KINDS, dtype=np.float32)[s.activity] * s.busy[..., None]
-        own = np.concatenate(
-            [
-                np.stack(
-                    [
-                        alive_npc,
-                        s.health[:, :N] / np.maximum(w.max_health[:, :N], 1e-6),
-                        s.hunger,
-                        s.energy,
-                        s.social,
-                        s.grief,
-                        s.anger.max(-1),
-                        s.fear.max(-1),
-                        s.joy,
-                    ],
-                    -1,
-                ),
-                w.traits,
-                self._role_onehot,
-                np.stack(
-                    [
-                        np.broadcast_to(np.sin(tod)[:, None], (B, N)),
-                        np.broadcast_to(np.cos(tod)[:, None], (B, N)),
-                        np.broadcast_to(sim.is_night[:, None], (B, N)),
-                        np.broadcast_to(s.granary[:, None], (B, N)),
-                        np.linalg.norm(npc_pos - w.home_pos, axis=-1) / size,
-                        np.linalg.norm(npc_pos - w.work_pos, axis=-1) / size,
-                        s.busy,
-                    ],
-                    -1,
-                ),
-                activity,
-            ],
-            -1,
-        ).astype(np.float32)
-        obs = np.concatenate([own, slot_feats.reshape(B, N, -1)], -1)
-        obs *= alive_npc[..., None]
+        own[..., c["alive"]] = alive_npc
+        own[..., c["health"]] = s.health[:, :N] / np.maximum(w.max_health[:, :N], 1e-6)
+        own[..., c["hunger"]] = s.hunger
+        own[..., c["energy"]] = s.energy
+        own[..., c["social"]] = s.social
+        own[..., c["grief"]] = s.grief
+        if mind_active:
+            own[..., c["anger_max"]] = max_over_entities(s.anger)
+            own[..., c["fear_max"]] = max_over_entities(s.fear)
+        own[..., c["joy"]] = s.joy
+        own[..., TRAIT_SLICE] = w.traits
+        own[..., ROLE_SLICE] = self._role_onehot
+        own[..., c["time_sin"]] = np.sin(tod)[:, None]
+        own[..., c["time_cos"]] = np.cos(tod)[:, None]
+        own[..., c["night"]] = sim.is_night[:, None]
+        own[..., c["granary"]] = s.granary[:, None]
+        home_d = npc_pos - w.home_pos
+        work_d = npc_pos - w.work_pos
+        own[..., c["dist_home"]] = np.sqrt((home_d**2).sum(-1)) / self._size
+        own[..., c["dist_work"]] = np.sqrt((work_d**2).sum(-1)) / self._size
+        own[..., c["busy"]] = s.busy
+        bb, ii = np.nonzero(s.busy)
+        own[bb, ii, _ACTIVITY_COL0 + s.activity[bb, ii]] = 1.0
+        obs[~alive_npc] = 0.0
 
         # --- action mask
         mask = self._mask(valid, slot, believed_alive)
@@ -204,15 +231,20 @@ class Observer:
     def _mask(self, valid: np.ndarray, slot: np.ndarray, believed_alive: np.ndarray) -> np.ndarray:
         sim = self.sim
         s = sim.state
-        B, N, K = sim.B, sim.N, sim.K
+        B, N = sim.B, sim.N
         alive_npc = s.alive[:, :N]
         free = alive_npc & ~s.busy
-        truly_alive = np.take_along_axis(np.broadcast_to(s.alive[:, None, :], (B, N, sim.E)), slot, -1)
+        bidx = np.arange(B)[:, None, None]
+        truly_alive = (s.alive & s.present)[bidx, slot]
         is_npc = self._is_npc[slot] > 0
         living_npc = valid & is_npc & believed_alive & truly_alive
-        known_dead = valid & is_npc & np.take_along_axis(s.knows_death, slot, -1)
-        threat = valid & truly_alive & np.take_along_axis(s.knows_threat, slot, -1)
-        knows_any_threat = (s.knows_threat & s.alive[:, None, :]).any(-1)
+        known_dead = valid & is_npc & ~believed_alive
+        if s.knows_threat.any():
+            threat = valid & truly_alive & self.gather(s.knows_threat)
+            knows_any_threat = any_over_entities(s.knows_threat & s.alive[:, None, :])
+        else:
+            threat = np.zeros_like(valid)
+            knows_any_threat = np.zeros((B, N), bool)
         per_kind = {
             Action.TALK: living_npc,
             Action.COMFORT: living_npc,

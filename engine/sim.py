@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.arrays import any_over_entities, sum_over_entities
 from engine.constants import (
     NIGHT_END,
     NIGHT_START,
@@ -114,6 +115,14 @@ class VillageSim:
         self._perform_ticks = np.array(
             [getattr(self.t, f"{a.name.lower()}_ticks") for a in Action if a != Action.FLEE] + [0], np.int64
         )[self._kind_order()]
+        self._npc_index = np.arange(self.N)
+        self._raider_cols = np.flatnonzero(self.w.entity_kind == EntityKind.RAIDER)
+        t = self.t
+        self._decay_grief = np.float32(_half_life_factor(t.grief_half_life))
+        self._decay_joy = np.float32(_half_life_factor(t.joy_half_life))
+        self._decay_fear = np.float32(_half_life_factor(t.fear_half_life))
+        self._decay_anger = np.float32(_half_life_factor(t.anger_half_life))
+        self._decay_grudge = np.float32(_half_life_factor(t.grudge_half_life))
         self.seed(seed)
         self.state = self._initial_state(np.arange(self.B))
         from engine.observe import Observer  # local: observe imports this module's constants
@@ -415,11 +424,10 @@ class VillageSim:
             wb, wi = np.nonzero(seen)
             s.knows_threat[bb[wb], wi, aa[wb]] = True
 
-        # 7. perception of deaths, bodies and raiders
-        npc_pos = s.pos[:, :N]
+        # 7. perception of deaths, bodies and raiders (bodies lie where they fell: distances are geo.dist)
+        geo = self.observer.geometry()
         if just_died.any():
-            d_death = np.linalg.norm(npc_pos[:, :, None, :] - s.death_pos[:, None, :, :], axis=-1)
-            witness = just_died[:, None, :] & (d_death <= sight) & awake[..., None]
+            witness = just_died[:, None, :] & (geo.dist <= sight) & awake[..., None]
             self._learn(witness, s.killer[:, None, :].repeat(N, 1), -1, HOW_WITNESSED)
             culprit = np.broadcast_to(s.killer[:, None, :], witness.shape)
             wb, wi, we = np.nonzero(witness & (culprit >= 0))
@@ -429,38 +437,40 @@ class VillageSim:
             self.died = np.zeros((B, N), bool)
         dead_bodies = ~s.alive & (s.death_tick >= 0)
         if dead_bodies.any():
-            d_body = np.linalg.norm(npc_pos[:, :, None, :] - s.death_pos[:, None, :, :], axis=-1)
-            found = dead_bodies[:, None, :] & (d_body <= t.body_discovery_radius) & awake[..., None] & ~s.knows_death
+            found = dead_bodies[:, None, :] & (geo.dist <= t.body_discovery_radius) & awake[..., None]
+            found &= ~s.knows_death
             if found.any():
                 self._learn(found, np.full((B, N, E), -1, np.int64), -1, HOW_FOUND_BODY)
-        geo = self.observer.geometry()
-        raiders_seen = (
-            (w.entity_kind == EntityKind.RAIDER)[None, None, :] & s.present[:, None, :] & s.alive[:, None, :]
-            & (geo.dist <= sight) & awake[..., None]
-        )
-        s.knows_threat |= raiders_seen
+        raider_cols = self._raider_cols
+        if len(raider_cols) and s.present[:, raider_cols].any():
+            seen = (s.present[:, None, raider_cols] & s.alive[:, None, raider_cols]
+                    & (geo.dist[:, :, raider_cols] <= sight) & awake[..., None])
+            s.knows_threat[:, :, raider_cols] |= seen
 
         # 8. news spreads: talk, comfort, warn and ambient gossip along positive ties
         self._spread_news(talking_first, warning_first, awake, geo.dist[:, :, :N])
 
         # 9. appraisal of what was learned this tick
         self._appraise(prev_knows_death, prev_culprit, geo.dist)
-        # a known threat in sight keeps fear up, scaled by proximity and timidity
-        threat_in_sight = s.knows_threat & s.alive[:, None, :] & s.present[:, None, :] & (geo.dist <= sight)
-        proximity = np.exp(-geo.dist / sight)
-        sight_fear = threat_in_sight * (t.fear_gain * 0.8 * (1 - bravery))[..., None] * proximity
-        s.fear = np.maximum(s.fear, sight_fear)
-        # decay: grudges against a living, known culprit fade slowly
-        grudge = s.knows_threat & s.alive[:, None, :]
-        s.grief *= _half_life_factor(t.grief_half_life)
-        s.joy *= _half_life_factor(t.joy_half_life)
-        s.fear *= _half_life_factor(t.fear_half_life)
-        s.anger *= np.where(grudge, _half_life_factor(t.grudge_half_life), _half_life_factor(t.anger_half_life))
         cap = t.emotion_cap
+        # anger and fear only ever arise toward known threats: skip the (B, N, E) work until there is one
+        if s.knows_threat.any():
+            # a known threat in sight keeps fear up, scaled by proximity and timidity
+            live_threat = s.knows_threat & (s.alive & s.present)[:, None, :]
+            near = live_threat & (geo.dist <= sight)
+            if near.any():
+                proximity = np.exp(-geo.dist / sight)
+                sight_fear = near * (t.fear_gain * 0.8 * (1 - bravery))[..., None] * proximity
+                np.maximum(s.fear, sight_fear, out=s.fear)
+            # decay: grudges against a living, known culprit fade slowly
+            s.fear *= self._decay_fear
+            s.anger *= np.where(live_threat, self._decay_grudge, self._decay_anger)
+            np.clip(s.fear, 0, cap, out=s.fear)
+            np.clip(s.anger, 0, cap, out=s.anger)
+        s.grief *= self._decay_grief
+        s.joy *= self._decay_joy
         np.clip(s.grief, 0, cap, out=s.grief)
         np.clip(s.joy, 0, cap, out=s.joy)
-        np.clip(s.fear, 0, cap, out=s.fear)
-        np.clip(s.anger, 0, cap, out=s.anger)
 
         # 10. needs
         alive_now = s.alive[:, :N]
@@ -473,8 +483,8 @@ class VillageSim:
         self.last_reward = self._reward(working, npc_alive)
 
         # 12. interruptions: news, an attack or a threat coming into sight frees a busy NPC to re-decide
-        news = (s.knows_death & ~prev_knows_death).any(-1) | (s.known_culprit != prev_culprit).any(-1)
-        new_threat = (s.knows_threat & ~prev_threat).any(-1)
+        news = any_over_entities((s.knows_death != prev_knows_death) | (s.known_culprit != prev_culprit))
+        new_threat = any_over_entities(s.knows_threat != prev_threat)
         s.busy &= ~((news | new_threat | attacked) & (s.activity != Action.FLEE))
         s.busy &= s.alive[:, :N]
         s.performing &= s.busy
@@ -483,7 +493,7 @@ class VillageSim:
         self.reaction = self._label_reactions()
         if self.record:
             self._record_reactions()
-        self.obs, self.mask = self.observer.observe()
+        self.obs, self.mask = self.observer.observe(geo)
 
     # ------------------------------------------------------------------ pieces of the tick
     def _accumulate_hits(self, damage, hitter, hitter_prio, bb, attacker, target, dmg) -> None:
@@ -549,47 +559,59 @@ class VillageSim:
         if not (s.knows_death.any() or s.knows_threat.any()):
             return
         transfer = np.zeros((B, N, N), bool)
-        how = np.zeros((B, N, N), np.int64) + HOW_TOLD
         b_idx, i_idx = np.nonzero(talking_first | warning_first)
+        warned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         if len(b_idx):
             tgt = s.target[b_idx, i_idx]
             npc_tgt = tgt < N
             b2, i2, t2 = b_idx[npc_tgt], i_idx[npc_tgt], tgt[npc_tgt]
             transfer[b2, i2, t2] = True
             warn = warning_first[b2, i2]
-            how[b2[warn], i2[warn], t2[warn]] = HOW_WARNED
+            warned = (b2[warn], i2[warn], t2[warn])
             talk = ~warn  # talk and comfort go both ways
             transfer[b2[talk], t2[talk], i2[talk]] = True
         # ambient gossip between acquainted NPCs in talking range
-        tie = s.affinity > 0
-        close = (npc_dist <= t.talk_radius) & tie & awake[:, :, None] & awake[:, None, :]
-        p = w.gossip_probability[:, None, None] * w.traits[:, :, 3][..., None]
-        transfer |= close & (self.rng.random((B, N, N)) < p)
-        idx = np.arange(N)
-        transfer[:, idx, idx] = False
+        close = (npc_dist <= t.talk_radius) & (s.affinity > 0)
+        close &= awake[:, :, None] & awake[:, None, :]
+        if close.any():
+            p = w.gossip_probability[:, None, None] * w.traits[:, :, 3][..., None]
+            transfer |= close & (self.rng.random((B, N, N), dtype=np.float32) < p)
+        transfer[:, self._npc_index, self._npc_index] = False
         if not transfer.any():
             return
+        # receivers: (B, receiver, E) = any over senders of transfer[sender, receiver] & knows[sender, e]
+        tr = transfer.transpose(0, 2, 1).astype(np.float32)
         knows = s.knows_death
-        # candidate senders per (receiver, subject): (B, sender, receiver, subject)
-        carries = transfer[..., None] & knows[:, :, None, :]
-        new = carries.any(1) & ~knows
         knows_culprit = s.known_culprit >= 0
-        carries_culprit = transfer[..., None] & knows_culprit[:, :, None, :]
-        new_culprit = carries_culprit.any(1) & ~knows_culprit
-        threat_new = (transfer[..., None] & s.knows_threat[:, :, None, :]).any(1)
-        if new.any() or new_culprit.any():
-            sender = np.argmax(np.where(new[:, None], carries, carries_culprit), axis=1)  # (B, N, E)
-            culprit = np.take_along_axis(s.known_culprit, sender, axis=1)
-            # how[b, sender, receiver] -> per (b, receiver, subject)
-            how_told = how[np.arange(B)[:, None, None], sender, np.arange(N)[None, :, None]]
-            self._learn(new, culprit, sender, how_told)
-            learn_culprit = new_culprit & ~new
-            s.known_culprit = np.where(learn_culprit, culprit, s.known_culprit)
-            if self.record and learn_culprit.any():
-                bb, ii, ee = np.nonzero(learn_culprit)
-                self.log.add_messages(bb, s.tick[bb], sender[bb, ii, ee], ii, ee, culprit[bb, ii, ee],
-                                      np.full(len(bb), HOW_TOLD))
-        s.knows_threat |= threat_new
+        new = (np.matmul(tr, knows.astype(np.float32)) > 0) & ~knows
+        new_culprit = (np.matmul(tr, knows_culprit.astype(np.float32)) > 0) & ~knows_culprit
+        if s.knows_threat.any():
+            s.knows_threat |= np.matmul(tr, s.knows_threat.astype(np.float32)) > 0
+        if not (new.any() or new_culprit.any()):
+            return
+        # for each new piece of news, the teller: the first sender who knew it (sparse: news is rare)
+        bb, jj, ee = np.nonzero(new | new_culprit)
+        senders_knowing = transfer[bb, :, jj] & np.where(new[bb, jj, ee][:, None], knows[bb, :, ee],
+                                                         knows_culprit[bb, :, ee])
+        teller = np.argmax(senders_knowing, axis=1)
+        culprit = s.known_culprit[bb, teller, ee]
+        how = np.full(len(bb), HOW_TOLD)
+        if warned is not None and len(warned[0]):
+            warned_pair = np.zeros((B, N, N), bool)
+            warned_pair[warned] = True
+            how = np.where(warned_pair[bb, teller, jj], HOW_WARNED, how)
+        fresh = new[bb, jj, ee]
+        # news of a death (with whatever culprit the teller believes)
+        fb, fj, fe = bb[fresh], jj[fresh], ee[fresh]
+        s.knows_death[fb, fj, fe] = True
+        s.known_culprit[fb, fj, fe] = culprit[fresh]
+        s.learned_tick[fb, fj, fe] = s.tick[fb]
+        s.learned_from[fb, fj, fe] = teller[fresh]
+        # the culprit of a death already known
+        cb, cj, ce = bb[~fresh], jj[~fresh], ee[~fresh]
+        s.known_culprit[cb, cj, ce] = culprit[~fresh]
+        if self.record:
+            self.log.add_messages(bb, s.tick[bb], teller, jj, ee, culprit, how)
 
     def _appraise(self, prev_knows_death, prev_culprit, dist) -> None:
         """OCC-style appraisal of deaths learned this tick (grief, gloating) and culprits (anger, fear)."""
@@ -631,9 +653,11 @@ class VillageSim:
         N = self.N
         bravery, aggression, empathy, sociability, diligence = (w.traits[..., k] for k in range(5))
         needs = t.w_hunger * s.hunger + t.w_energy * (1 - s.energy) + t.w_social * sociability * (1 - s.social)
-        anger = np.minimum(s.anger.sum(-1), t.anger_sum_cap)
-        fear = np.minimum(s.fear.sum(-1), t.fear_sum_cap)
-        emotions = (0.5 + empathy) * s.grief + (0.5 + aggression) * anger + (1.5 - bravery) * fear
+        emotions = (0.5 + empathy) * s.grief
+        if s.knows_threat.any():  # anger and fear exist only toward known threats
+            anger = np.minimum(sum_over_entities(s.anger), t.anger_sum_cap)
+            fear = np.minimum(sum_over_entities(s.fear), t.fear_sum_cap)
+            emotions = emotions + (0.5 + aggression) * anger + (1.5 - bravery) * fear
         health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
         gains = t.w_work * diligence * working + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
         reward = (gains - needs - emotions - health) * t.reward_scale

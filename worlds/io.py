@@ -102,13 +102,16 @@ def load_world(path_or_id: str | os.PathLike[str]) -> WorldSpec:
 def save_world(spec: WorldSpec, path: str | os.PathLike[str]) -> None:
     """Validate `spec` and write it as TOML, atomically (temp file in the same folder + os.replace)."""
     target = Path(path)
-    data = world_to_dict(spec)
+    try:
+        data = world_to_dict(spec)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise WorldError(f"expected a WorldSpec of plain values, got one that cannot be written: {exc}",
+                         source=str(target)) from None
     # Never write a file that would not load back.
     world_from_dict(data, source=str(target))
-    text = _HEADER + tomli_w.dumps(data)
-    folder = target.parent if str(target.parent) else Path(".")
+    text = world_to_toml(data)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise WorldError(f"cannot write the world file: {exc.strerror or exc}", source=str(target)) from None
     try:
@@ -167,6 +170,21 @@ def world_to_dict(spec: WorldSpec) -> dict[str, Any]:
     return data
 
 
+def world_to_toml(data: Mapping[str, Any]) -> str:
+    """TOML text in the hand-written layout: [world], [settings], then one [[table]] per entry.
+
+    (tomli_w alone would squeeze short arrays of tables onto inline lines, which is hard to edit.)
+    """
+    chunks = [_HEADER.rstrip("\n")]
+    for key in ("world", "settings"):
+        if key in data:
+            chunks.append(f"[{key}]\n{_lines(data[key])}")
+    for key in ("locations", "npcs", "relationships", "actors", "events"):
+        for entry in data.get(key, []):
+            chunks.append(f"[[{key}]]\n{_lines(entry)}")
+    return "\n\n".join(chunks) + "\n"
+
+
 def world_from_dict(data: Any, source: str = "<dict>") -> WorldSpec:
     """Validate a TOML-shaped dict into a `WorldSpec`; any problem raises `WorldError`."""
     return _Validator(source).world(data)
@@ -175,7 +193,7 @@ def world_from_dict(data: Any, source: str = "<dict>") -> WorldSpec:
 # --------------------------------------------------------------------------------------------------
 # Helpers
 
-_HEADER = "# Village world file (format: docs/world-format.md). Written by worlds.save_world.\n\n"
+_HEADER = "# Village world file (format: docs/world-format.md). Written by worlds.save_world.\n"
 
 
 def _resolve(path_or_id: str | os.PathLike[str]) -> Path:
@@ -192,6 +210,21 @@ def _resolve(path_or_id: str | os.PathLike[str]) -> Path:
 
 def _bundled_list() -> str:
     return ", ".join(bundled_worlds()) or "none"
+
+
+def _literal(value: Any) -> str:
+    """One TOML value, escaped by tomli_w; a table becomes an inline table."""
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{_key(k)} = {_literal(v)}" for k, v in value.items()) + " }"
+    return tomli_w.dumps({"v": value}).rstrip("\n")[len("v = "):]
+
+
+def _key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _literal(key)
+
+
+def _lines(table: Mapping[str, Any]) -> str:
+    return "\n".join(f"{_key(k)} = {_literal(v)}" for k, v in table.items())
 
 
 def _event_to_dict(event: ScenarioEvent) -> dict[str, Any]:
@@ -270,7 +303,15 @@ class _Validator:
             return default
         if not isinstance(value, str) or not value.strip():
             raise self.fail(_join(path, key), f"expected a non-empty string, got {_describe(value)}")
+        self.encodable(value, _join(path, key))
         return value
+
+    def encodable(self, value: str, path: str) -> None:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise self.fail(path, "expected text that UTF-8 can encode, got a string with a lone "
+                            "surrogate") from None
 
     def name(self, table: Mapping[str, Any], key: str, path: str) -> str:
         return cast(str, self.string(table, key, path))  # required: never None
@@ -339,6 +380,7 @@ class _Validator:
         description = head.get("description", "")
         if not isinstance(description, str):
             raise self.fail("world.description", f"expected a string, got {_describe(description)}")
+        self.encodable(description, "world.description")
 
         settings = self.settings(top.get("settings", {}))
         self.width, self.height = width, height

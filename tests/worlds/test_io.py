@@ -144,6 +144,16 @@ def test_save_refuses_an_invalid_spec(village: WorldSpec, tmp_path: Path) -> Non
     assert not list(tmp_path.iterdir())
 
 
+def test_save_rejects_unwritable_values(village: WorldSpec, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    with pytest.raises(WorldError):
+        save_world(replace(village, width=None), tmp_path / "a.toml")  # type: ignore[arg-type]
+    with pytest.raises(WorldError, match="surrogate"):
+        save_world(replace(village, name="bad \udc80"), tmp_path / "b.toml")
+    assert not list(tmp_path.iterdir())
+
+
 def test_save_keeps_the_old_file_on_failure(village: WorldSpec, tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -340,3 +350,49 @@ def test_validation_error_names_file_path_and_expectation(
     assert info.value.path == path
     assert f": {path}: " in message
     assert expected in message
+
+
+# ---- the format document agrees with the code --------------------------------------------------------
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "world-format.md"
+
+
+def test_doc_minimal_example_loads(tmp_path: Path) -> None:
+    import re
+
+    text = DOC.read_text(encoding="utf-8")
+    example = text.split("## A complete minimal world", 1)[1]
+    (block,) = re.findall(r"```toml\n(.*?)```", example.split("\n## ", 1)[0], re.S)
+    world_file = tmp_path / "hamlet.toml"
+    world_file.write_text(block, encoding="utf-8")
+    spec = load_world(world_file)
+    assert spec.npc_names == ("Ada", "Bo")
+
+
+DOC_ERRORS: list[tuple[Mutation, str]] = [
+    (_set("npcs.3.traits.bravery", 1.7), "npcs[3].traits.bravery: expected a number in [0, 1], got 1.7"),
+    (_set("npcs.2.traits.diligence", True),
+     "npcs[2].traits.diligence: expected a number in [0, 1], got true (a boolean)"),
+    (_set("npcs.1.colour", "red"),
+     "npcs[1].colour: unknown key 'colour'; allowed keys: name, role, home, traits, health"),
+    (_set("locations.0.kind", "castle"),
+     "locations[0].kind: expected one of home, field, well, tavern, market, graveyard, forest_edge, square, "
+     "smithy; got the string 'castle'"),
+    (_set("npcs.0.home", "Tavern"), "npcs[0].home: expected the name of a location of kind 'home', got the "
+     "string 'Tavern', a location of kind 'tavern'"),
+    (_set("npcs.1.name", "Alda"),
+     "npcs[1].name: expected a name unique across NPCs and actors, got 'Alda' again (first at npcs[0])"),
+    (_append("relationships", {"a": "Bren", "b": "Alda", "kind": "friend", "affinity": 0.2}),
+     "relationships[22]: expected one relationship per pair of NPCs, got a second one for 'Bren' and "
+     "'Alda' (first at relationships[0])"),
+    (_delete("npcs.0.name"), "npcs[0].name: missing required field; expected a non-empty string"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "line"), DOC_ERRORS)
+def test_doc_error_examples_are_real(village_dict: dict[str, Any], mutate: Mutation, line: str) -> None:
+    mutate(village_dict)
+    with pytest.raises(WorldError) as info:
+        world_from_dict(village_dict, source="worlds/mine.toml")
+    assert str(info.value) == f"worlds/mine.toml: {line}"
+    assert f"worlds/mine.toml: {line}" in DOC.read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ import tomli_w
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from worlds import WorldError, WorldSpec, load_world, world_from_dict, world_to_dict
+from worlds import WorldError, WorldSpec, load_world, save_world, world_from_dict, world_to_dict
 from worlds.io import DATA_DIR
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -210,3 +210,31 @@ def test_strategies_reach_valid_worlds_too() -> None:
     data["events"][0]["tick"] = 0
     data["world"]["description"] = str(dt.date(2024, 1, 1))
     _check(world_from_dict(data))
+
+
+def _rename(node: Any, old: str, new: str) -> Any:
+    if isinstance(node, dict):
+        return {k: _rename(v, old, new) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rename(v, old, new) for v in node]
+    return new if node == old else node
+
+
+@SETTINGS
+@given(name=st.text(min_size=1, max_size=20), place=st.text(min_size=1, max_size=20),
+       description=st.text(max_size=40), bravery=st.floats(min_value=0.0, max_value=1.0))
+def test_any_text_and_float_survive_a_file_round_trip(
+    scratch: Path, name: str, place: str, description: str, bravery: float
+) -> None:
+    data = _rename(_rename(BUNDLED, "Alda", name), "Miller House", place)
+    data["world"]["description"] = description
+    data["npcs"][1]["traits"]["bravery"] = bravery
+    try:
+        spec = world_from_dict(data)
+    except WorldError:
+        event("WorldError")  # e.g. a blank name, or one that clashes with another
+        return
+    event("valid world")
+    target = scratch / "round-trip.toml"
+    save_world(spec, target)
+    assert load_world(target) == spec

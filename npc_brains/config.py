@@ -1,0 +1,223 @@
+"""Training configuration: one typed dataclass, algorithm presets, TOML loading and validation.
+
+No torch here, so the CLI can parse and validate options before paying for the torch import.
+A field left at None takes its value from the algorithm preset (`resolved()`), so `--algo mappo`
+and `--algo drmas --no-shaping` are both one flag away.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+ALGOS = ("ippo", "mappo", "drmas")
+ADV_NORMS = ("none", "global", "agent", "role")
+CONTRASTIVE_POSITIVES = ("next", "village")
+ROLLBACK_CRITERIA = ("oscillation", "drawdown", "conflict", "cooperation")
+DEVICES = ("auto", "cpu", "cuda")
+
+# Dr. MAS components and the value each algorithm gives them. Everything else is shared.
+PRESETS: dict[str, dict[str, Any]] = {
+    "ippo": dict(central_critic=False, value_norm=False, adv_norm="global", film=False, contrastive=0.0,
+                 constraint=0.0, shaping=False, sync_check=False, double_buffer=False, rollback=False),
+    "mappo": dict(central_critic=True, value_norm=True, adv_norm="global", film=False, contrastive=0.0,
+                  constraint=0.0, shaping=False, sync_check=False, double_buffer=False, rollback=False),
+    "drmas": dict(central_critic=True, value_norm=True, adv_norm="agent", film=True, contrastive=0.05,
+                  constraint=0.1, shaping=True, sync_check=True, double_buffer=True, rollback=True),
+}
+COMPONENTS: tuple[str, ...] = tuple(PRESETS["drmas"])
+
+
+class ConfigError(ValueError):
+    """A bad configuration value: the message names the field and what was expected."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Every option of `village train`; the TOML config file uses the same keys."""
+
+    # --- what to train on
+    world: str = "village-v1"  # id, file, generated:N[:SEED], or a comma-separated pool of same-size worlds
+    env: str | None = None  # "module:factory" for any PettingZoo ParallelEnv with discrete actions
+    scenario: str = "random_kill"
+    slots: int = 4
+    max_ticks: int = 144
+    # --- run
+    algo: str = "drmas"
+    steps: int = 200_000  # NPC-steps (rows of the flat vector env), rounded up to whole updates
+    envs: int = 32  # villages stepped in parallel
+    seed: int = 0
+    device: str = "auto"
+    run_dir: str = "runs/default"
+    checkpoint_every: int = 10  # updates
+    # --- PPO (shared by all algorithms)
+    rollout: int = 64  # ticks collected per update (rows per update = envs * num_agents * rollout)
+    epochs: int = 4
+    minibatches: int = 4
+    lr: float = 3e-4
+    lr_final_frac: float = 0.1  # cosine decay from lr to lr * lr_final_frac
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    value_clip: float = 0.2
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    hidden: int = 128
+    # --- Dr. MAS components (None = the algorithm's preset, see PRESETS)
+    central_critic: bool | None = None
+    value_norm: bool | None = None
+    adv_norm: str | None = None
+    film: bool | None = None
+    contrastive: float | None = None  # InfoNCE loss coefficient; 0 = off
+    constraint: float | None = None  # KL-to-teacher coefficient; 0 = off
+    shaping: bool | None = None
+    sync_check: bool | None = None
+    double_buffer: bool | None = None
+    rollback: bool | None = None
+    # --- component details
+    intent_dim: int = 64
+    contrastive_positive: str = "next"  # "next": own next step; "village": a village-mate at the same tick
+    contrastive_temperature: float = 0.1
+    contrastive_samples: int = 256  # anchors per minibatch
+    teacher_tau: float = 0.05  # EMA rate of the teacher per update
+    constraint_many_agents: float = 0.4  # constraint weight raised by this fraction above 8 agents
+    shaping_scale: float = 0.2  # state-entropy bonus factor of the seed
+    shaping_anneal: int = 10_000  # joint steps (one tick of one village) over which the weight goes 1 -> 0
+    sync_threshold: float = 0.05  # KL(agent || population) above which an agent is pulled back
+    sync_boost: float = 2.0  # constraint-weight multiplier for agents over the threshold
+    sync_probe: int = 128  # probe states for the KL matrix
+    replay_old_frac: float = 0.0  # 0.3 gives the seed's 7:3 new/old mix
+    replay_ratio_cap: float = 2.0  # importance ratios of replayed rows are clipped to this
+    policy_delay: int = 1  # actor updated every this many updates (2-3 = the seed's delayed update)
+    # --- stability monitor
+    monitor_window: int = 5  # epochs in the oscillation window
+    monitor_warmup: int = 3  # epochs before any judgement
+    oscillation_max: float = 0.3
+    cooperation_min: float = 0.15
+    conflict_min: float = 0.25
+    drawdown_max: float = 0.5  # fraction of the progress made so far that may be lost
+    bad_epochs: int = 3
+    rollback_on: tuple[str, ...] = ("oscillation", "drawdown")
+    coop_every: int = 0  # epochs between cooperation-efficiency evaluations; 0 = never
+    rollback_lr: float = 0.5
+    rollback_constraint: float = 1.5
+    rollback_explore: float = 1.1
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    # --- derived values (never mutate a parsed config)
+    def resolved(self) -> TrainConfig:
+        """A copy with every component switch filled in from the algorithm preset."""
+        preset = PRESETS[self.algo]
+        return dataclasses.replace(self, **{k: v for k, v in preset.items() if getattr(self, k) is None})
+
+    @property
+    def worlds(self) -> list[str]:
+        return [w.strip() for w in self.world.split(",") if w.strip()]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def _check(cond: bool, name: str, expected: str, value: Any) -> None:
+    if not cond:
+        raise ConfigError(f"{name}: expected {expected}, got {value!r}")
+
+
+def validate(cfg: TrainConfig) -> None:
+    _check(cfg.algo in ALGOS, "algo", f"one of {', '.join(ALGOS)}", cfg.algo)
+    _check(cfg.device in DEVICES or cfg.device.startswith("cuda:"), "device", "auto, cpu, cuda or cuda:N",
+           cfg.device)
+    for name in ("steps", "envs", "rollout", "epochs", "minibatches", "hidden", "intent_dim", "slots",
+                 "max_ticks", "checkpoint_every", "policy_delay", "monitor_window", "bad_epochs",
+                 "sync_probe", "contrastive_samples"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, "an integer >= 1",
+               value)
+    for name in ("lr", "contrastive_temperature", "rollback_explore"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, (int, float)) and value > 0, name, "a number > 0", value)
+    for name in ("gamma", "gae_lambda", "lr_final_frac", "teacher_tau"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, (int, float)) and 0 <= value <= 1, name, "a number in [0, 1]", value)
+    for name in ("clip", "value_clip", "vf_coef", "ent_coef", "max_grad_norm", "shaping_scale",
+                 "sync_threshold", "sync_boost", "constraint_many_agents", "oscillation_max", "drawdown_max",
+                 "conflict_min", "replay_ratio_cap", "rollback_lr", "rollback_constraint"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0, name,
+               "a number >= 0", value)
+    for name in ("contrastive", "constraint"):
+        value = getattr(cfg, name)
+        _check(value is None or (isinstance(value, (int, float)) and value >= 0), name, "a number >= 0", value)
+    _check(0 <= cfg.replay_old_frac < 1, "replay_old_frac", "a number in [0, 1)", cfg.replay_old_frac)
+    _check(cfg.adv_norm is None or cfg.adv_norm in ADV_NORMS, "adv_norm", f"one of {', '.join(ADV_NORMS)}",
+           cfg.adv_norm)
+    _check(cfg.contrastive_positive in CONTRASTIVE_POSITIVES, "contrastive_positive",
+           f"one of {', '.join(CONTRASTIVE_POSITIVES)}", cfg.contrastive_positive)
+    _check(isinstance(cfg.rollback_on, tuple) and all(c in ROLLBACK_CRITERIA for c in cfg.rollback_on),
+           "rollback_on", f"a list drawn from {', '.join(ROLLBACK_CRITERIA)}", cfg.rollback_on)
+    _check(isinstance(cfg.shaping_anneal, int) and cfg.shaping_anneal >= 0, "shaping_anneal",
+           "an integer >= 0", cfg.shaping_anneal)
+    _check(isinstance(cfg.coop_every, int) and cfg.coop_every >= 0, "coop_every", "an integer >= 0",
+           cfg.coop_every)
+    _check(isinstance(cfg.monitor_warmup, int) and cfg.monitor_warmup >= 0, "monitor_warmup",
+           "an integer >= 0", cfg.monitor_warmup)
+    _check(bool(cfg.worlds) or cfg.env is not None, "world", "a world id, file or generated:N", cfg.world)
+    _check(cfg.env is None or (":" in cfg.env and all(cfg.env.split(":", 1))), "env", "'module:factory'",
+           cfg.env)
+
+
+_FIELD_TYPES = {f.name: f for f in fields(TrainConfig)}
+
+
+def config_from_dict(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
+    """Build a config from a flat mapping (a TOML file, parsed flags); unknown keys are an error."""
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in _FIELD_TYPES:
+            raise ConfigError(f"{source}: unknown option {key!r}")
+        if name == "rollback_on":
+            if isinstance(value, str):
+                value = tuple(v.strip() for v in value.split(",") if v.strip())
+            elif isinstance(value, list):
+                value = tuple(value)
+        if name in ("lr", "gamma", "gae_lambda", "clip") and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        kwargs[name] = value
+    return TrainConfig(**kwargs)
+
+
+def load_toml_config(path: str | Path) -> dict[str, Any]:
+    """Read a TOML config file into a flat mapping (a [train] table is also accepted)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"--config: no such file {str(p)!r}")
+    try:
+        with p.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    if "train" in data and isinstance(data["train"], dict):
+        data = {**{k: v for k, v in data.items() if k != "train"}, **data["train"]}
+    return data
+
+
+def default_fields() -> dict[str, Any]:
+    return {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+
+
+__all__ = ["ALGOS", "ADV_NORMS", "COMPONENTS", "PRESETS", "ConfigError", "TrainConfig", "config_from_dict",
+           "load_toml_config", "default_fields", "field"]

@@ -1,0 +1,165 @@
+"""`village demo`: run the world's scenario (village-v1: the player kills Alda at tick 30) with the best
+policy available and print the reaction timeline and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from village.cli import UserError
+
+SCRIPTED_FALLBACK = "no trained policy bundled yet; using the scripted rule policy"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--world", default="village-v1",
+                        help="bundled world id or world file (default: village-v1)")
+    parser.add_argument("--policy", default="default",
+                        help="default (the bundled trained policy, else the scripted one), scripted, random, "
+                             "or a policy file (default: default)")
+    parser.add_argument("--ticks", type=int, default=144,
+                        help="ticks to run; 1 tick = 10 minutes (default: 144, one day)")
+    parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
+    parser.add_argument("--json", metavar="FILE", help="also write the timeline as JSON to FILE")
+    parser.add_argument("--chart", metavar="FILE",
+                        help="also write a PNG chart of the close relations' emotions (needs matplotlib)")
+
+
+def _load_policy(choice: str, seed: int) -> tuple[Any, str | None]:
+    """(policy, note to print or None)."""
+    from npc_brains.baselines import BASELINES, get_baseline
+
+    if choice in BASELINES:
+        return get_baseline(choice, seed=seed), None
+    try:
+        from npc_brains import load_policy  # the policy runtime; may not be built yet
+    except ImportError:
+        load_policy = None
+    if choice == "default":
+        if load_policy is None:
+            return get_baseline("scripted", seed=seed), SCRIPTED_FALLBACK
+        try:
+            return load_policy("default"), None
+        except FileNotFoundError:
+            return get_baseline("scripted", seed=seed), SCRIPTED_FALLBACK
+        except Exception as exc:  # a damaged bundle must not break the demo; say why and go on
+            return (get_baseline("scripted", seed=seed),
+                    f"could not load the bundled policy ({exc}); using the scripted rule policy")
+    if not Path(choice).exists():
+        raise UserError(f"--policy: expected default, scripted, random or an existing policy file, "
+                        f"got {choice!r}")
+    if load_policy is None:
+        raise UserError(f"--policy: cannot load {choice!r}: the trained-policy runtime is not in this build")
+    try:
+        return load_policy(choice), None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"--policy: cannot load {choice!r}: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from worlds import load_world
+
+    if args.ticks < 1:
+        raise UserError(f"--ticks: expected an integer >= 1, got {args.ticks}")
+    world = load_world(args.world)
+    policy, note = _load_policy(args.policy, args.seed)
+
+    from village.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
+
+    slots = int(getattr(policy, "slots", None) or 4)
+    tl = run_timeline(world, policy, ticks=args.ticks, seed=args.seed, scenario="world", slots=slots)
+    if note:
+        tl.notes.append(note)
+    summary = summarize(tl)
+    print(f"village demo: {world.name} ({world.id}), {len(world.npcs)} NPCs, {args.ticks} ticks "
+          f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {tl.policy}")
+    if note:
+        print(f"note: {note}")
+    for ev in world.events:
+        target = f" {ev.target}" if ev.target else ""
+        print(f"scenario: at tick {ev.tick} ({_clock(ev.tick)}) {ev.actor} sets out to {ev.type}{target}")
+    print()
+    lines = timeline_lines(tl)
+    print("\n".join(lines) if lines else "(nothing happened)")
+    print()
+    print("\n".join(summary_lines(tl, summary)))
+    if args.json:
+        _write(args.json, json.dumps(timeline_dict(tl, summary), indent=1) + "\n", "--json")
+        print(f"wrote the timeline JSON to {args.json}")
+    if args.chart:
+        _chart(tl, args.chart)
+    return 0
+
+
+def _clock(tick: int) -> str:
+    from village.timeline import clock
+
+    return clock(tick)
+
+
+def _write(path: str, text: str, flag: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{flag}: cannot write {path!r}: {exc.strerror or exc}") from None
+
+
+def _chart(tl: Any, path: str) -> None:
+    """Emotions of the victims' close relations over time, with reaction markers."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed; skipping the chart (pip install matplotlib)")
+        return
+    import numpy as np
+
+    from engine.constants import EventType, Reaction
+    from village.timeline import EMOTIONS
+
+    victims = [d.target for d in tl.deaths if d.target < tl.n_npcs]
+    people = sorted({int(i) for v in victims for i in np.flatnonzero(tl.close[v])} - set(victims))
+    if not people:
+        people = list(range(tl.n_npcs))
+    shown = [e for e in EMOTIONS if e != "joy"]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 2.6 * len(shown)), sharex=True)
+    ticks = np.arange(tl.ticks + 1)
+    markers = {Reaction.MOURNING: "s", Reaction.REVENGE: "X", Reaction.FEAR: "v", Reaction.CONSOLING: "P",
+               Reaction.ALARM: "^", Reaction.GLOATING: "*", Reaction.DEFENSE: "D", Reaction.AGGRESSION: "x"}
+    reactions = [e for e in tl.events if e.type == EventType.REACTION and e.actor in people]
+    colors = {}
+    for ax, emotion in zip(axes, shown, strict=True):
+        trace = tl.emotions[emotion]
+        for i in people:
+            (line,) = ax.plot(ticks, trace[:, i], label=tl.names[i])
+            colors[i] = line.get_color()
+        ax.set_ylabel(emotion)
+        for d in tl.deaths:
+            ax.axvline(d.tick, color="black", lw=0.8, ls="--")
+    felt = {Reaction.REVENGE: "anger", Reaction.DEFENSE: "anger", Reaction.AGGRESSION: "anger",
+            Reaction.FEAR: "fear", Reaction.ALARM: "fear"}
+    for e in reactions:
+        t = min(max(e.tick, 0), tl.ticks)
+        emotion = felt.get(Reaction(e.reaction), "grief")
+        axes[shown.index(emotion)].scatter(
+            [t], [tl.emotions[emotion][t, e.actor]], marker=markers.get(Reaction(e.reaction), "o"),
+            color=colors.get(e.actor, "grey"), s=40, zorder=3)
+    for label, marker in markers.items():
+        axes[0].scatter([], [], marker=marker, color="grey", label=label.name.lower())
+    axes[0].legend(loc="upper right", fontsize=7, ncol=2)
+    victims_text = ", ".join(tl.names[v] for v in victims) or "nobody"
+    axes[0].set_title(f"{tl.world_name}: close relations of {victims_text} (policy {tl.policy}, "
+                      f"seed {tl.seed}); markers: reactions started")
+    axes[-1].set_xlabel("tick (10 min)")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise UserError(f"--chart: cannot write {path!r}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
+    print(f"wrote the chart to {path}")
