@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.arrays import any_over_entities, max_over_entities
-from engine.constants import TARGETED, TICKS_PER_DAY, UNTARGETED, Action, EntityKind
+from engine.constants import N_KINDS, TICKS_PER_DAY, UNTARGETED, Action, EntityKind
+from engine.kernels import N_SLOT_FEATURES, observe_slots
 from engine.state import FRIEND, RIVAL, SPOUSE
 from worlds import ROLES
 
@@ -100,8 +100,7 @@ class Observer:
                 rel == RIVAL,
             ],
             -1,
-        ).astype(np.float32).reshape(B * N * E, -1)
-        self._row_offset = (np.arange(B * N, dtype=np.int64) * E).reshape(B, N, 1)
+        ).astype(np.float32)
         self._role_onehot = np.eye(len(ROLES), dtype=np.float32)[w.role]
         self._size = np.sqrt((w.size**2).sum(-1))[:, None].astype(np.float32)
 
@@ -114,85 +113,25 @@ class Observer:
         self._geo = Geometry(dx, dy, np.sqrt(dx * dx + dy * dy))
         return self._geo
 
-    def gather(self, a: np.ndarray) -> np.ndarray:
-        """(B, N, E) -> (B, N, K): the value for each slot's entity."""
-        return a.reshape(-1).take(self._slot_index)
-
-    def observe(self, geo: Geometry | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def observe(self) -> tuple[np.ndarray, np.ndarray]:
         """(B, N, obs_dim) float32 observations and (B, N, n_actions) bool masks."""
         sim = self.sim
         s, w, t = sim.state, sim.w, sim.t
-        B, N, E, K = sim.B, sim.N, sim.E, sim.K
-        geo = geo or self.geometry()
-        sight = w.sight_radius[:, None, None]
+        B, N = sim.B, sim.N
         alive_npc = s.alive[:, :N]
 
-        # --- salience and slot choice (from this NPC's own knowledge)
-        proximity = np.exp(-geo.dist / sight)
-        score = self._static_score + proximity
-        mind_active = s.knows_death.any() or s.knows_threat.any()
-        if mind_active:
-            live_threat = s.knows_threat & s.alive[:, None, :]
-            recent = (s.tick[:, None, None] - s.learned_tick) < TICKS_PER_DAY
-            score = (
-                score
-                + 3.0 * live_threat
-                + 3.0 * (s.knows_death & self._close & recent)
-                + 2.0 * np.minimum(s.anger, 1.0)
-                + 2.0 * np.minimum(s.fear, 1.0)
-                - 2.0 * (s.knows_death & ~self._close)
-            )
-        exists = self._not_self & s.present[:, None, :]
-        score = np.where(exists, score, -1e9)
-        top = np.argpartition(-score, K - 1, axis=-1)[..., :K]
-        top_score = np.take_along_axis(score, top, -1)
-        order = np.argsort(-top_score, axis=-1, kind="stable")
-        slot = np.take_along_axis(top, order, -1)
-        self.slot_entity = slot
-        # flat index of (b, i, slot entity) into any (B, N, E) array
-        self._slot_index = slot + self._row_offset
-        valid = np.take_along_axis(top_score, order, -1) > -1e8
-        g = self.gather
-
-        obs = np.zeros((B, N, self.obs_dim), np.float32)
-        slots = obs[..., len(SELF_FEATURES):].reshape(B, N, K, len(SLOT_FEATURES))
-        col = _SLOT_COL
-        slots[..., _STATIC_SLOT_COLS] = self._static_feats.take(self._slot_index, axis=0)
-        dist = g(geo.dist)
-        sight_k = w.sight_radius[:, None, None]
-        in_sight = dist <= sight_k
-        bidx = np.arange(B)[:, None, None]
-        slots[..., col["present"]] = valid
-        slots[..., col["dx"]] = np.clip(g(geo.dx) / sight_k, -3, 3)
-        slots[..., col["dy"]] = np.clip(g(geo.dy) / sight_k, -3, 3)
-        slots[..., col["dist"]] = np.clip(dist / sight_k, 0, 3)
-        slots[..., col["in_reach"]] = dist <= t.reach * 1.5
-        grief_all = np.zeros((B, E), np.float32)
-        grief_all[:, :N] = s.grief * alive_npc
-        slots[..., col["their_grief"]] = grief_all[bidx, slot] * in_sight
-        health_all = s.health / np.maximum(w.max_health, 1e-6)
-        slots[..., col["their_health"]] = health_all[bidx, slot] * in_sight
-        if mind_active:
-            known_dead = g(s.knows_death)
-            believed_alive = ~known_dead
-            slots[..., col["known_dead"]] = known_dead
-            slots[..., col["known_threat"]] = g(s.knows_threat)
-            slots[..., col["anger"]] = g(s.anger)
-            slots[..., col["fear"]] = g(s.fear)
-            culprit = s.known_culprit >= 0
-            if culprit.any():
-                blamed = np.zeros((B, N, E), bool)
-                bb, ii, vv = np.nonzero(culprit)
-                blamed[bb, ii, s.known_culprit[bb, ii, vv]] = True
-                slots[..., col["blamed_for_death"]] = g(blamed)
-            learned = g(s.learned_tick)
-            since = np.where(learned >= 0, (s.tick[:, None, None] - learned) / TICKS_PER_DAY, 0.0)
-            slots[..., col["since_learned"]] = np.clip(since, 0, 1)
-        else:
-            believed_alive = np.ones((B, N, K), bool)
-        slots[..., col["believed_alive"]] = believed_alive
-        if not valid.all():
-            slots *= valid[..., None]
+        # --- salience, slot choice, slot features and the targeted part of the mask (compiled kernel)
+        obs = np.empty((B, N, self.obs_dim), np.float32)
+        mask = np.empty((B, N, sim.n_actions), bool)
+        free = alive_npc & ~s.busy
+        anger_max = np.empty((B, N), np.float32)
+        fear_max = np.empty((B, N), np.float32)
+        observe_slots(
+            s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, 1e-6), s.grief, w.sight_radius,
+            s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
+            self._static_score, self._close, self._static_feats, free, t.reach, len(SELF_FEATURES),
+            obs, self.slot_entity, mask, anger_max, fear_max,
+        )
 
         # --- own state
         own = obs[..., : len(SELF_FEATURES)]
@@ -205,9 +144,8 @@ class Observer:
         own[..., c["energy"]] = s.energy
         own[..., c["social"]] = s.social
         own[..., c["grief"]] = s.grief
-        if mind_active:
-            own[..., c["anger_max"]] = max_over_entities(s.anger)
-            own[..., c["fear_max"]] = max_over_entities(s.fear)
+        own[..., c["anger_max"]] = anger_max
+        own[..., c["fear_max"]] = fear_max
         own[..., c["joy"]] = s.joy
         own[..., TRAIT_SLICE] = w.traits
         own[..., ROLE_SLICE] = self._role_onehot
@@ -220,46 +158,16 @@ class Observer:
         own[..., c["dist_home"]] = np.sqrt((home_d**2).sum(-1)) / self._size
         own[..., c["dist_work"]] = np.sqrt((work_d**2).sum(-1)) / self._size
         own[..., c["busy"]] = s.busy
+        own[..., _ACTIVITY_COL0:_ACTIVITY_COL0 + N_KINDS] = 0.0
         bb, ii = np.nonzero(s.busy)
         own[bb, ii, _ACTIVITY_COL0 + s.activity[bb, ii]] = 1.0
         obs[~alive_npc] = 0.0
 
-        # --- action mask
-        mask = self._mask(valid, slot, believed_alive)
+        # --- untargeted part of the action mask; busy or dead: only IDLE ("carry on" / nothing)
+        mask[..., 1:len(UNTARGETED)] = free[..., None]
+        mask[..., UNTARGETED.index(Action.EAT)] &= s.granary[:, None] > 0
+        mask[..., 0] = True
         return obs, mask
-
-    def _mask(self, valid: np.ndarray, slot: np.ndarray, believed_alive: np.ndarray) -> np.ndarray:
-        sim = self.sim
-        s = sim.state
-        B, N = sim.B, sim.N
-        alive_npc = s.alive[:, :N]
-        free = alive_npc & ~s.busy
-        bidx = np.arange(B)[:, None, None]
-        truly_alive = (s.alive & s.present)[bidx, slot]
-        is_npc = self._is_npc[slot] > 0
-        living_npc = valid & is_npc & believed_alive & truly_alive
-        known_dead = valid & is_npc & ~believed_alive
-        if s.knows_threat.any():
-            threat = valid & truly_alive & self.gather(s.knows_threat)
-            knows_any_threat = any_over_entities(s.knows_threat & s.alive[:, None, :])
-        else:
-            threat = np.zeros_like(valid)
-            knows_any_threat = np.zeros((B, N), bool)
-        per_kind = {
-            Action.TALK: living_npc,
-            Action.COMFORT: living_npc,
-            Action.MOURN: known_dead,
-            Action.ATTACK: valid & truly_alive & believed_alive,
-            Action.FLEE: threat,
-            Action.WARN: living_npc & knows_any_threat[..., None],
-        }
-        untargeted = np.ones((B, N, len(UNTARGETED)), bool)
-        untargeted[..., UNTARGETED.index(Action.EAT)] = s.granary[:, None] > 0
-        targeted = np.concatenate([per_kind[a] for a in TARGETED], -1)
-        mask = np.concatenate([untargeted, targeted], -1) & free[..., None]
-        # busy or dead: only IDLE ("carry on" for the busy, nothing for the dead)
-        mask[..., 0] |= ~free
-        return mask
 
     def global_state(self) -> np.ndarray:
         """(B, state_dim) for centralised critics: every NPC's body and mood, actors, time, granary."""
@@ -294,3 +202,7 @@ class Observer:
     @property
     def state_dim(self) -> int:
         return self.sim.N * 10 + self.sim.M * 4 + 4
+
+
+if len(SLOT_FEATURES) != N_SLOT_FEATURES:  # the compiled kernel writes columns by number
+    raise ImportError("engine.kernels slot columns are out of date with SLOT_FEATURES")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.arrays import any_over_entities, sum_over_entities
+from engine.arrays import sum_over_entities
 from engine.constants import (
     NIGHT_END,
     NIGHT_START,
@@ -34,6 +34,7 @@ from engine.constants import (
     Tuning,
 )
 from engine.events import HOW_FOUND_BODY, HOW_TOLD, HOW_WARNED, HOW_WITNESSED, EventLog
+from engine.kernels import spread_knowledge, threat_fear_and_decay
 from engine.state import VillageState, WorldArrays, world_arrays
 from worlds import WorldSpec
 
@@ -116,6 +117,7 @@ class VillageSim:
             [getattr(self.t, f"{a.name.lower()}_ticks") for a in Action if a != Action.FLEE] + [0], np.int64
         )[self._kind_order()]
         self._npc_index = np.arange(self.N)
+        self._news_buffer = np.empty((self.B * self.N * self.E, 5), np.int64)
         self._raider_cols = np.flatnonzero(self.w.entity_kind == EntityKind.RAIDER)
         t = self.t
         self._decay_grief = np.float32(_half_life_factor(t.grief_half_life))
@@ -270,9 +272,9 @@ class VillageSim:
         s, w, t = self.state, self.w, self.t
         B, N, E = self.B, self.N, self.E
         actions = np.asarray(actions, np.int64).reshape(B, N)
-        prev_knows_death = s.knows_death.copy()
-        prev_culprit = s.known_culprit.copy()
-        prev_threat = s.knows_threat.copy()
+        # what each NPC learns this tick, kept sparse: (village, npc, subject, is a new death, culprit learned)
+        self._news: list[tuple[np.ndarray, ...]] = []
+        self._learned = np.zeros((B, N), bool)  # learned anything (news or a new threat): interrupts
         npc_alive = s.alive[:, :N].copy()
         damage = np.zeros((B, E), np.float32)
         hitter = np.full((B, E), -1, np.int64)
@@ -416,22 +418,22 @@ class VillageSim:
             vb, va, vt = bb[victim_npc], aa[victim_npc], tt[victim_npc]
             np.add.at(s.fear, (vb, vt, va), t.fear_gain * 0.5 * (1 - bravery[vb, vt]))
             np.add.at(s.anger, (vb, vt, va), t.anger_gain * 0.5 * aggression[vb, vt])
-            s.knows_threat[vb, vt, va] = True
+            self._know_threat(vb, vt, va)
             # witnesses of an attack learn who is dangerous
             attack_pos = s.pos[bb, aa]
             d_w = np.linalg.norm(s.pos[bb, :N] - attack_pos[:, None, :], axis=-1)
             seen = (d_w <= w.sight_radius[bb][:, None]) & awake[bb]
             wb, wi = np.nonzero(seen)
-            s.knows_threat[bb[wb], wi, aa[wb]] = True
+            self._know_threat(bb[wb], wi, aa[wb])
 
         # 7. perception of deaths, bodies and raiders (bodies lie where they fell: distances are geo.dist)
         geo = self.observer.geometry()
         if just_died.any():
             witness = just_died[:, None, :] & (geo.dist <= sight) & awake[..., None]
-            self._learn(witness, s.killer[:, None, :].repeat(N, 1), -1, HOW_WITNESSED)
-            culprit = np.broadcast_to(s.killer[:, None, :], witness.shape)
-            wb, wi, we = np.nonzero(witness & (culprit >= 0))
-            s.knows_threat[wb, wi, culprit[wb, wi, we]] = True
+            wb, wi, we = self._learn(witness, s.killer, HOW_WITNESSED)
+            culprit = s.killer[wb, we]
+            known = culprit >= 0
+            self._know_threat(wb[known], wi[known], culprit[known])
             self.died = just_died[:, :N]
         else:
             self.died = np.zeros((B, N), bool)
@@ -440,33 +442,30 @@ class VillageSim:
             found = dead_bodies[:, None, :] & (geo.dist <= t.body_discovery_radius) & awake[..., None]
             found &= ~s.knows_death
             if found.any():
-                self._learn(found, np.full((B, N, E), -1, np.int64), -1, HOW_FOUND_BODY)
+                self._learn(found, None, HOW_FOUND_BODY)
         raider_cols = self._raider_cols
         if len(raider_cols) and s.present[:, raider_cols].any():
             seen = (s.present[:, None, raider_cols] & s.alive[:, None, raider_cols]
                     & (geo.dist[:, :, raider_cols] <= sight) & awake[..., None])
-            s.knows_threat[:, :, raider_cols] |= seen
+            seen &= ~s.knows_threat[:, :, raider_cols]
+            if seen.any():
+                s.knows_threat[:, :, raider_cols] |= seen
+                self._learned |= seen.any(-1)
 
         # 8. news spreads: talk, comfort, warn and ambient gossip along positive ties
         self._spread_news(talking_first, warning_first, awake, geo.dist[:, :, :N])
 
         # 9. appraisal of what was learned this tick
-        self._appraise(prev_knows_death, prev_culprit, geo.dist)
+        self._appraise(geo.dist)
         cap = t.emotion_cap
-        # anger and fear only ever arise toward known threats: skip the (B, N, E) work until there is one
+        # anger and fear only ever arise toward known threats: skip the (B, N, E) work until there is one.
+        # A known threat in sight keeps fear up (proximity x timidity); grudges against a living, known
+        # threat fade slowly.
         if s.knows_threat.any():
-            # a known threat in sight keeps fear up, scaled by proximity and timidity
-            live_threat = s.knows_threat & (s.alive & s.present)[:, None, :]
-            near = live_threat & (geo.dist <= sight)
-            if near.any():
-                proximity = np.exp(-geo.dist / sight)
-                sight_fear = near * (t.fear_gain * 0.8 * (1 - bravery))[..., None] * proximity
-                np.maximum(s.fear, sight_fear, out=s.fear)
-            # decay: grudges against a living, known culprit fade slowly
-            s.fear *= self._decay_fear
-            s.anger *= np.where(live_threat, self._decay_grudge, self._decay_anger)
-            np.clip(s.fear, 0, cap, out=s.fear)
-            np.clip(s.anger, 0, cap, out=s.anger)
+            threat_fear_and_decay(
+                s.pos, s.alive, s.present, w.sight_radius, bravery, s.knows_threat, s.fear, s.anger,
+                t.fear_gain * 0.8, self._decay_fear, self._decay_anger, self._decay_grudge, cap,
+            )
         s.grief *= self._decay_grief
         s.joy *= self._decay_joy
         np.clip(s.grief, 0, cap, out=s.grief)
@@ -483,9 +482,7 @@ class VillageSim:
         self.last_reward = self._reward(working, npc_alive)
 
         # 12. interruptions: news, an attack or a threat coming into sight frees a busy NPC to re-decide
-        news = any_over_entities((s.knows_death != prev_knows_death) | (s.known_culprit != prev_culprit))
-        new_threat = any_over_entities(s.knows_threat != prev_threat)
-        s.busy &= ~((news | new_threat | attacked) & (s.activity != Action.FLEE))
+        s.busy &= ~((self._learned | attacked) & (s.activity != Action.FLEE))
         s.busy &= s.alive[:, :N]
         s.performing &= s.busy
 
@@ -493,7 +490,7 @@ class VillageSim:
         self.reaction = self._label_reactions()
         if self.record:
             self._record_reactions()
-        self.obs, self.mask = self.observer.observe(geo)
+        self.obs, self.mask = self.observer.observe()
 
     # ------------------------------------------------------------------ pieces of the tick
     def _accumulate_hits(self, damage, hitter, hitter_prio, bb, attacker, target, dmg) -> None:
@@ -536,21 +533,40 @@ class VillageSim:
                 self.log.add_events(ids, db, s.tick[db], EventType.DEATH, killer, de, s.death_pos[db, de, 0],
                                     s.death_pos[db, de, 1])
 
-    def _learn(self, new: np.ndarray, culprit: np.ndarray, sender, how) -> None:
-        """Mark (B, N, E) news as known by its receivers, with culprit, time and source."""
+    def _know_threat(self, bb: np.ndarray, ii: np.ndarray, ee: np.ndarray) -> None:
+        """NPC ii in village bb now knows entity ee is dangerous."""
         s = self.state
-        new = new & ~s.knows_death
-        if not new.any():
+        fresh = ~s.knows_threat[bb, ii, ee]
+        s.knows_threat[bb, ii, ee] = True
+        self._learned[bb[fresh], ii[fresh]] = True
+
+    def _learn(self, new: np.ndarray, culprit_of: np.ndarray | None, how: int) -> tuple[np.ndarray, ...]:
+        """NPCs learn first-hand (witnessed, found the body) of deaths in the (B, N, E) mask `new`.
+
+        `culprit_of` (B, E) is who killed each subject (witnesses see it), None when unknown."""
+        s = self.state
+        bb, ii, ee = np.nonzero(new & ~s.knows_death)
+        culprit = culprit_of[bb, ee] if culprit_of is not None else np.full(len(bb), -1, np.int64)
+        self._note_news(bb, ii, ee, culprit, np.full(len(bb), -1, np.int64), how)
+        return bb, ii, ee
+
+    def _note_news(self, bb, ii, ee, culprit, sender, how, *, death_known=None) -> None:
+        """Record sparse news: deaths learned (with culprit, time, source), or only a culprit learned."""
+        s = self.state
+        if not len(bb):
             return
-        s.knows_death |= new
-        s.known_culprit = np.where(new & (s.known_culprit < 0), culprit, s.known_culprit)
-        s.learned_tick = np.where(new, s.tick[:, None, None], s.learned_tick)
-        s.learned_from = np.where(new, sender, s.learned_from)
+        new_death = np.ones(len(bb), bool) if death_known is None else ~death_known
+        db, di, de = bb[new_death], ii[new_death], ee[new_death]
+        s.knows_death[db, di, de] = True
+        s.learned_tick[db, di, de] = s.tick[db]
+        s.learned_from[db, di, de] = sender[new_death]
+        culprit_new = (culprit >= 0) & (s.known_culprit[bb, ii, ee] < 0)
+        s.known_culprit[bb[culprit_new], ii[culprit_new], ee[culprit_new]] = culprit[culprit_new]
+        self._news.append((bb, ii, ee, new_death, culprit_new))
+        self._learned[bb, ii] = True
         if self.record:
-            bb, ii, ee = np.nonzero(new)
-            snd = np.broadcast_to(np.asarray(sender), new.shape)[bb, ii, ee]
-            how_k = np.broadcast_to(np.asarray(how), new.shape)[bb, ii, ee]
-            self.log.add_messages(bb, s.tick[bb], snd, ii, ee, culprit[bb, ii, ee], how_k)
+            how_k = np.broadcast_to(np.asarray(how), bb.shape)
+            self.log.add_messages(bb, s.tick[bb], sender, ii, ee, culprit, how_k)
 
     def _spread_news(self, talking_first, warning_first, awake, npc_dist) -> None:
         """Directed transfers sender -> receiver this tick; receivers learn what senders know."""
@@ -577,75 +593,56 @@ class VillageSim:
             p = w.gossip_probability[:, None, None] * w.traits[:, :, 3][..., None]
             transfer |= close & (self.rng.random((B, N, N), dtype=np.float32) < p)
         transfer[:, self._npc_index, self._npc_index] = False
+        transfer &= awake[:, :, None] & awake[:, None, :]  # the dead and the sleeping neither tell nor hear
         if not transfer.any():
             return
-        # receivers: (B, receiver, E) = any over senders of transfer[sender, receiver] & knows[sender, e]
-        tr = transfer.transpose(0, 2, 1).astype(np.float32)
-        knows = s.knows_death
-        knows_culprit = s.known_culprit >= 0
-        new = (np.matmul(tr, knows.astype(np.float32)) > 0) & ~knows
-        new_culprit = (np.matmul(tr, knows_culprit.astype(np.float32)) > 0) & ~knows_culprit
-        if s.knows_threat.any():
-            s.knows_threat |= np.matmul(tr, s.knows_threat.astype(np.float32)) > 0
-        if not (new.any() or new_culprit.any()):
+        rows = self._news_buffer
+        count = spread_knowledge(transfer, s.knows_death, s.known_culprit, s.knows_threat, self._learned, rows)
+        if not count:
             return
-        # for each new piece of news, the teller: the first sender who knew it (sparse: news is rare)
-        bb, jj, ee = np.nonzero(new | new_culprit)
-        senders_knowing = transfer[bb, :, jj] & np.where(new[bb, jj, ee][:, None], knows[bb, :, ee],
-                                                         knows_culprit[bb, :, ee])
-        teller = np.argmax(senders_knowing, axis=1)
+        bb, jj, ee, teller, death_known = (rows[:count, k] for k in range(5))
         culprit = s.known_culprit[bb, teller, ee]
-        how = np.full(len(bb), HOW_TOLD)
+        how = np.full(count, HOW_TOLD)
         if warned is not None and len(warned[0]):
             warned_pair = np.zeros((B, N, N), bool)
             warned_pair[warned] = True
             how = np.where(warned_pair[bb, teller, jj], HOW_WARNED, how)
-        fresh = new[bb, jj, ee]
-        # news of a death (with whatever culprit the teller believes)
-        fb, fj, fe = bb[fresh], jj[fresh], ee[fresh]
-        s.knows_death[fb, fj, fe] = True
-        s.known_culprit[fb, fj, fe] = culprit[fresh]
-        s.learned_tick[fb, fj, fe] = s.tick[fb]
-        s.learned_from[fb, fj, fe] = teller[fresh]
-        # the culprit of a death already known
-        cb, cj, ce = bb[~fresh], jj[~fresh], ee[~fresh]
-        s.known_culprit[cb, cj, ce] = culprit[~fresh]
-        if self.record:
-            self.log.add_messages(bb, s.tick[bb], teller, jj, ee, culprit, how)
+        self._note_news(bb, jj, ee, culprit, teller, how, death_known=death_known.astype(bool))
 
-    def _appraise(self, prev_knows_death, prev_culprit, dist) -> None:
-        """OCC-style appraisal of deaths learned this tick (grief, gloating) and culprits (anger, fear)."""
+    def _appraise(self, dist: np.ndarray) -> None:
+        """OCC-style appraisal of the news of this tick: deaths (grief, gloating) and culprits (anger, fear)."""
         s, w, t = self.state, self.w, self.t
-        N = self.N
-        new_death = (s.knows_death & ~prev_knows_death)[:, :, :N]
-        new_culprit = (s.known_culprit >= 0) & (prev_culprit < 0)
-        if not (new_death.any() or new_culprit.any()):
+        if not self._news:
             return
-        like = s.affinity
-        closeness = np.maximum(like, 0) * (1 + t.kin_bonus * w.kin)
-        s.grief += t.grief_gain * (new_death * closeness).sum(-1)
-        gloat = (new_death * np.maximum(-like, 0)).sum(-1) * t.gloat_gain
-        s.joy += gloat
+        bb, ii, vv, new_death, culprit_new = (np.concatenate(parts) for parts in zip(*self._news, strict=True))
+        npc_victim = vv < self.N
+        bb, ii, vv = bb[npc_victim], ii[npc_victim], vv[npc_victim]
+        new_death, culprit_new = new_death[npc_victim], culprit_new[npc_victim]
+        like = s.affinity[bb, ii, vv]
+        closeness = np.maximum(like, 0) * (1 + t.kin_bonus * w.kin[bb, ii, vv])
+        np.add.at(s.grief, (bb, ii), t.grief_gain * closeness * new_death)
+        gloat = t.gloat_gain * np.maximum(-like, 0) * new_death
+        np.add.at(s.joy, (bb, ii), gloat)
         if self.record and (gloat > 0.2).any():
-            bb, ii = np.nonzero(gloat > 0.2)
-            latest = np.argmax(np.where(new_death[bb, ii], np.maximum(-like[bb, ii], 0), -1), axis=1)
-            cause = s.death_event[bb, latest]
-            ids = self._new_event_ids(bb)
-            self.log.add_events(ids, bb, s.tick[bb], EventType.REACTION, ii, latest, s.pos[bb, ii, 0],
-                                s.pos[bb, ii, 1], cause=cause, reaction=np.full(len(bb), Reaction.GLOATING),
-                                intensity=s.joy[bb, ii])
-        bb, ii, vv = np.nonzero(new_culprit[:, :, :N])
-        if len(bb):
-            kk = s.known_culprit[bb, ii, vv]
-            near = s.learned_from[bb, ii, vv] == -1
-            close = closeness[bb, ii, vv]
-            bravery, aggression = w.traits[bb, ii, 0], w.traits[bb, ii, 1]
-            not_self = kk != ii
-            np.add.at(s.anger, (bb, ii, kk), not_self * t.anger_gain * close * (0.3 + aggression))
-            proximity = np.exp(-dist[bb, ii, kk] / w.sight_radius[bb])
+            g = gloat > 0.2
+            gb, gi, gv = bb[g], ii[g], vv[g]
+            ids = self._new_event_ids(gb)
+            self.log.add_events(ids, gb, s.tick[gb], EventType.REACTION, gi, gv, s.pos[gb, gi, 0],
+                                s.pos[gb, gi, 1], cause=s.death_event[gb, gv],
+                                reaction=np.full(len(gb), Reaction.GLOATING), intensity=s.joy[gb, gi])
+        c = culprit_new
+        if c.any():
+            cb, ci, cv = bb[c], ii[c], vv[c]
+            kk = s.known_culprit[cb, ci, cv]
+            close = closeness[c]
+            near = s.learned_from[cb, ci, cv] == -1
+            bravery, aggression = w.traits[cb, ci, 0], w.traits[cb, ci, 1]
+            not_self = kk != ci
+            np.add.at(s.anger, (cb, ci, kk), not_self * t.anger_gain * close * (0.3 + aggression))
+            proximity = np.exp(-dist[cb, ci, kk] / w.sight_radius[cb])
             fear = t.fear_gain * (1 - bravery) * (0.5 + close) * np.where(near, proximity, t.hearsay_fear)
-            np.add.at(s.fear, (bb, ii, kk), not_self * fear)
-            s.knows_threat[bb[not_self], ii[not_self], kk[not_self]] = True
+            np.add.at(s.fear, (cb, ci, kk), not_self * fear)
+            self._know_threat(cb[not_self], ci[not_self], kk[not_self])
 
     def _reward(self, working: np.ndarray, npc_alive: np.ndarray) -> np.ndarray:
         """Per-NPC reward: needs, personality-weighted negative emotions, health, work and village welfare."""

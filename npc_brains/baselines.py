@@ -49,7 +49,8 @@ class RandomPolicy:
         probs = None
         if with_probs:
             count = mask.sum(1, keepdims=True)
-            probs = np.where(count > 0, mask / np.maximum(count, 1), 0.0).astype(np.float32)
+            probs = (mask / np.maximum(count, 1)).astype(np.float32)
+            probs[count[:, 0] == 0, 0] = 1.0  # the IDLE fallback
         return PolicyOutput(actions, probs, None)
 
 

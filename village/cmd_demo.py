@@ -1,5 +1,7 @@
 """`village demo`: run the world's scenario (village-v1: the player kills Alda at tick 30) with the best
-policy available and print the reaction timeline and a summary."""
+policy available and print the reaction timeline and a summary.
+
+Worlds without scenario events (e.g. from `village new`) get the random-kill scenario instead."""
 
 from __future__ import annotations
 
@@ -22,6 +24,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ticks", type=int, default=144,
                         help="ticks to run; 1 tick = 10 minutes (default: 144, one day)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
+    parser.add_argument("--scenario", choices=("auto", "world", "random_kill", "none"), default="auto",
+                        help="world: the world file's events; random_kill: the player kills a random villager "
+                             "at a random tick; auto: world if the file has events, else random_kill "
+                             "(default: auto)")
     parser.add_argument("--json", metavar="FILE", help="also write the timeline as JSON to FILE")
     parser.add_argument("--chart", metavar="FILE",
                         help="also write a PNG chart of the close relations' emotions (needs matplotlib)")
@@ -69,7 +75,10 @@ def run(args: argparse.Namespace) -> int:
     from village.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
 
     slots = int(getattr(policy, "slots", None) or 4)
-    tl = run_timeline(world, policy, ticks=args.ticks, seed=args.seed, scenario="world", slots=slots)
+    scenario = args.scenario
+    if scenario == "auto":
+        scenario = "world" if world.events else "random_kill"
+    tl = run_timeline(world, policy, ticks=args.ticks, seed=args.seed, scenario=scenario, slots=slots)
     if note:
         tl.notes.append(note)
     summary = summarize(tl)
@@ -77,9 +86,8 @@ def run(args: argparse.Namespace) -> int:
           f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {tl.policy}")
     if note:
         print(f"note: {note}")
-    for ev in world.events:
-        target = f" {ev.target}" if ev.target else ""
-        print(f"scenario: at tick {ev.tick} ({_clock(ev.tick)}) {ev.actor} sets out to {ev.type}{target}")
+    for step in tl.plan:
+        print(f"scenario: {step}")
     print()
     lines = timeline_lines(tl)
     print("\n".join(lines) if lines else "(nothing happened)")

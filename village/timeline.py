@@ -58,20 +58,22 @@ class Timeline:
     close: np.ndarray  # (N, N) close relations (affinity >= close threshold, or kin/spouse)
     emotions: dict[str, np.ndarray] = field(default_factory=dict)  # name -> (ticks + 1, N), tick 0 first
     notes: list[str] = field(default_factory=list)
+    plan: list[str] = field(default_factory=list)  # what the scenario sets up ("at tick 30 (11:00) ...")
     _by_id: dict[int, Event] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def name(self, entity: int) -> str:
         return self.names[entity] if 0 <= entity < len(self.names) else "someone"
 
     def place(self, x: float, y: float) -> str:
-        """'at the Well' / 'near the Square', from the nearest location of the map."""
+        """'at the Well' / 'near Miller House', from the nearest location of the map."""
         if not self.locations:
             return f"at ({x:.0f}, {y:.0f})"
         pts = np.array([(loc.x, loc.y) for loc in self.locations])
         d = np.hypot(pts[:, 0] - x, pts[:, 1] - y)
         k = int(np.argmin(d))
         loc = self.locations[k]
-        return f"{'at' if d[k] <= loc.radius + 1.0 else 'near'} the {loc.name}"
+        article = "" if loc.kind == "home" else "the "  # "at Miller House", "at the Well"
+        return f"{'at' if d[k] <= loc.radius + 1.0 else 'near'} {article}{loc.name}"
 
     def event(self, event_id: int) -> Event | None:
         if len(self._by_id) != len(self.events):
@@ -101,6 +103,7 @@ def run_timeline(world: WorldSpec, policy: Policy, *, ticks: int = 144, seed: in
         traces["fear"][t] = s.fear[0].max(-1)
         traces["joy"][t] = s.joy[0]
 
+    plan = _scenario_plan(sim, world, scenario)
     snapshot(0)
     for t in range(1, ticks + 1):
         out = policy.act(sim.obs[0], sim.mask[0], deterministic=deterministic)
@@ -124,7 +127,19 @@ def run_timeline(world: WorldSpec, policy: Policy, *, ticks: int = 144, seed: in
         alive=s.alive[0].copy(),
         close=close,
         emotions=traces,
+        plan=plan,
     )
+
+
+def _scenario_plan(sim: VillageSim, world: WorldSpec, scenario: str) -> list[str]:
+    """Readable list of what the scenario will make the non-NPC actors do."""
+    if scenario == "world":
+        return [f"at tick {ev.tick} ({clock(ev.tick)}) {ev.actor} sets out to {ev.type}"
+                + (f" {ev.target}" if ev.target else "") for ev in world.events]
+    if scenario == "random_kill" and sim.state.kill_tick[0] >= 0:
+        tick, victim = int(sim.state.kill_tick[0]), int(sim.state.kill_victim[0])
+        return [f"at tick {tick} ({clock(tick)}) the player sets out to kill {sim.entity_names[0][victim]}"]
+    return []
 
 
 # ---------------------------------------------------------------------------------------------- lines
@@ -274,6 +289,7 @@ def summarize(tl: Timeline) -> dict[str, Any]:
             "witnesses": [tl.name(m.receiver) for m in tl.messages
                           if m.subject == v and m.how == HOW_WITNESSED],
             "knew_by_end": len(knew),
+            "never_learned": [tl.names[i] for i in others if not tl.knows_death[i, v]],
             "villagers": len(others),
             "learned_by": dict(how),
             "close_relations": close,
@@ -321,6 +337,9 @@ def summary_lines(tl: Timeline, summary: dict[str, Any] | None = None) -> list[s
         lines.append(f"  {d['victim']} killed{killer} at tick {d['tick']} ({d['clock']}): "
                      f"{d['knew_by_end']} of {d['villagers']} villagers knew by the end ({learned}); "
                      f"news travelled {d['news_hops']} hop(s)")
+        unaware_close = [n for n in d["close_relations"] if n in d["never_learned"]]
+        if unaware_close:
+            lines.append(f"    close relations who never learned: {', '.join(unaware_close)}")
     if s["reactions"]:
         lines.append("  reactions: " + ", ".join(f"{label} {n}" for label, n in s["reactions"].items()))
         for name, per in s["by_npc"].items():
@@ -328,8 +347,8 @@ def summary_lines(tl: Timeline, summary: dict[str, Any] | None = None) -> list[s
     else:
         lines.append("  reactions: none")
     lines.append(f"  revenge blows: {s['revenge_blows']}")
-    chain = " -> ".join(_chain_step(tl, i) for i in s["chain"]) if s["chain"] else "none"
-    lines.append(f"  longest cause chain: {s['chain_length']} event(s): {chain}")
+    chain = " -> ".join(_chain_step(tl, i) for i in s["chain"])
+    lines.append(f"  longest cause chain: {s['chain_length']} event(s)" + (f": {chain}" if s["chain"] else ""))
     return lines
 
 
@@ -368,6 +387,7 @@ def timeline_dict(tl: Timeline, summary: dict[str, Any] | None = None) -> dict[s
         "npcs": tl.names[: tl.n_npcs],
         "actors": tl.names[tl.n_npcs:],
         "notes": list(tl.notes),
+        "plan": list(tl.plan),
         "lines": timeline_lines(tl),
         "events": events,
         "messages": messages,

@@ -76,8 +76,8 @@ def run_vec(seed: int, action_seed: int) -> list[tuple[np.ndarray, ...]]:
 
 def test_vec_env_is_deterministic():
     a, b = run_vec(1, 2), run_vec(1, 2)
-    for step_a, step_b in zip(a, b):
-        for x, y in zip(step_a, step_b):
+    for step_a, step_b in zip(a, b, strict=True):
+        for x, y in zip(step_a, step_b, strict=True):
             np.testing.assert_array_equal(x, y)
     c = run_vec(9, 2)
-    assert any(not np.array_equal(x[0], y[0]) for x, y in zip(a, c))
+    assert any(not np.array_equal(x[0], y[0]) for x, y in zip(a, c, strict=True))

@@ -29,7 +29,7 @@ def idle(sim: VillageSim) -> np.ndarray:
 def test_shapes_and_sizes(village):
     sim = VillageSim(village, 3, seed=0)
     n, m = len(village.npcs), len(village.actors)
-    assert (sim.B, sim.N, sim.M, sim.E) == (3, n, m, n + m)
+    assert (3, n, m, n + m) == (sim.B, sim.N, sim.M, sim.E)
     assert sim.n_actions == len(UNTARGETED) + len(TARGETED) * sim.K
     assert sim.obs.shape == (3, n, len(SELF_FEATURES) + sim.K * len(SLOT_FEATURES))
     assert sim.obs.dtype == np.float32

@@ -1,0 +1,85 @@
+"""Checkpoints: written atomically (temp file + os.replace), read with torch.load(weights_only=True).
+
+A checkpoint is a plain dict of tensors, numbers, strings and lists:
+    format, version, kind ("train" or "policy"), config, net (NetSpec), env (layout, action names),
+    model (state dicts), and for "train": optimizer, progress, monitor, adjust, rng.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FORMAT = "village-npc-brain"
+VERSION = 1
+
+
+class CheckpointError(Exception):
+    """A checkpoint that cannot be used: missing, corrupted, foreign, or made for another environment."""
+
+
+def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
+    """Write `payload` to `path` atomically: readers see the old file or the new one, never half of one."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    data = {"format": FORMAT, "version": VERSION, **payload}
+    buf = io.BytesIO()
+    torch.save(data, buf)
+    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(buf.getbuffer())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"no checkpoint file at {str(p)!r}")
+    try:
+        data = torch.load(p, map_location=map_location, weights_only=True)
+    except Exception as exc:  # corrupted zip, truncated file, foreign pickle refused by weights_only, ...
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{p}: not a readable checkpoint (corrupted or not a torch file: {reason[:120]})"
+                              ) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{p}: not a village NPC brain checkpoint (no '{FORMAT}' format tag)")
+    if data.get("version") != VERSION:
+        raise CheckpointError(f"{p}: checkpoint format version {data.get('version')!r}, this build reads {VERSION}")
+    for key in ("config", "net", "env", "model"):
+        if key not in data:
+            raise CheckpointError(f"{p}: checkpoint is missing its {key!r} section")
+    return data
+
+
+def env_description(env: Any) -> dict[str, Any]:
+    """What a policy needs to match: stored in every checkpoint."""
+    return {"env_id": env.env_id, "obs_dim": int(env.obs_dim), "n_actions": int(env.n_actions),
+            "state_dim": int(env.state_dim), "num_agents": int(env.num_agents),
+            "observation_layout": list(env.observation_layout), "action_names": list(env.action_names)}
+
+
+def check_env_compatible(stored: dict[str, Any], env: Any, source: str) -> None:
+    """Raise CheckpointError naming the first thing that differs between a checkpoint and an env."""
+    current = env_description(env)
+    for key in ("obs_dim", "n_actions", "state_dim"):
+        if stored.get(key) != current[key]:
+            raise CheckpointError(f"{source}: made for {stored.get('env_id')} with {key}={stored.get(key)}, "
+                                  f"but this environment ({current['env_id']}) has {key}={current[key]}")
+    for key in ("observation_layout", "action_names"):
+        if list(stored.get(key, [])) != current[key]:
+            diff = next((i for i, (a, b) in enumerate(zip(stored.get(key, []), current[key], strict=False))
+                         if a != b), None)
+            where = f" (first difference at index {diff})" if diff is not None else ""
+            raise CheckpointError(f"{source}: its {key} differs from this environment's{where}")

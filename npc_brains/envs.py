@@ -1,0 +1,238 @@
+"""Training environments as flat rows: the village vector env, or any PettingZoo ParallelEnv wrapped the same way.
+
+Interface (what the trainer relies on), B copies ("villages") of N agents, R = B * N rows, village-major:
+    reset(seed) -> obs (R, obs_dim), info
+    step(actions (R,)) -> obs, reward (R,), terminated (R,), truncated (R,), info
+    info: action_mask (R, A) bool, alive (R,) bool, state (B, state_dim) float32,
+          and when copies finished an episode: episode_returns (per agent), episode_return_mean
+Attributes: num_envs, num_agents, num_rows, obs_dim, n_actions, state_dim, action_names,
+observation_layout, cond_index (personality columns of obs), groups_role (R,) int, env_id.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+from npc_brains.config import ConfigError, TrainConfig
+
+
+class EnvError(ConfigError):
+    """The environment cannot be trained on (wrong spaces, bad factory...)."""
+
+
+class VillageFlatEnv:
+    """engine.make_vec_env plus the metadata the trainer needs."""
+
+    def __init__(self, worlds: list[str], num_envs: int, seed: int | None, *, slots: int = 4, max_ticks: int = 144,
+                 scenario: str = "random_kill"):
+        from engine import make_vec_env
+        from engine.observe import ROLE_SLICE, TRAIT_SLICE
+        from engine.vec_env import resolve_world
+
+        specs = [resolve_world(w) for w in worlds]
+        sizes = {(len(s.npcs), len(s.actors)) for s in specs}
+        if len(sizes) > 1:
+            detail = ", ".join(f"{w}: {len(s.npcs)} NPCs" for w, s in zip(worlds, specs, strict=True))
+            raise ConfigError(f"world: a pool needs worlds of the same size, got {detail}")
+        self.vec = make_vec_env(specs if len(specs) > 1 else specs[0], num_envs=num_envs, seed=seed, slots=slots,
+                                max_ticks=max_ticks, scenario=scenario)
+        v = self.vec
+        self.num_envs, self.num_agents, self.num_rows = v.num_envs, v.num_agents, v.num_rows
+        self.obs_dim, self.n_actions, self.state_dim = v.obs_dim, v.n_actions, v.state_dim
+        self.action_names = list(v.action_names)
+        self.observation_layout = list(v.observation_layout)
+        self.cond_index = tuple(range(TRAIT_SLICE.start, TRAIT_SLICE.stop)) + tuple(
+            range(ROLE_SLICE.start, ROLE_SLICE.stop))
+        self.groups_role = np.asarray(v.sim.w.role).reshape(-1).astype(np.int64)
+        self.env_id = "village:" + ",".join(worlds)
+        self.max_episode_steps = max_ticks
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict]:
+        obs, info = self.vec.reset(seed)
+        self.groups_role = np.asarray(info["role"]).astype(np.int64)
+        return obs, info
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        return self.vec.step(actions)
+
+
+def load_factory(spec: str):
+    """'package.module:callable' -> the callable (the current directory is importable, like `python -m`)."""
+    module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EnvError(f"env: cannot import module {module_name!r} ({exc})") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise EnvError(f"env: {module_name!r} has no callable {attr!r}")
+    return factory
+
+
+class ParallelFlatEnv:
+    """B copies of a PettingZoo ParallelEnv with discrete actions, as flat rows.
+
+    Observations: the agent's observation (the "observation" entry of a Dict space, else the Box),
+    flattened, then a one-hot of the agent index (the personality the FiLM layer conditions on).
+    Masks: the "action_mask" entry or infos[agent]["action_mask"], else everything allowed.
+    Agents that are done stay as dead rows (zero obs, only action 0) until every agent of their copy is
+    done; then the copy resets. State: env.state() when implemented, else every agent's observation.
+    """
+
+    def __init__(self, factory_spec: str, num_envs: int, seed: int | None):
+        factory = load_factory(factory_spec)
+        try:
+            self.envs = [factory() for _ in range(num_envs)]
+        except Exception as exc:  # a third-party factory: report what it raised, in one line
+            raise EnvError(f"env: {factory_spec} failed to build an environment ({type(exc).__name__}: {exc})") from None
+        env = self.envs[0]
+        if not hasattr(env, "possible_agents") or not hasattr(env, "step"):
+            raise EnvError(f"env: {factory_spec} did not return a PettingZoo ParallelEnv")
+        from gymnasium import spaces
+
+        self.agents = list(env.possible_agents)
+        self.num_envs, self.num_agents = num_envs, len(self.agents)
+        self.num_rows = num_envs * self.num_agents
+        n_actions: set[int] = set()
+        obs_shapes: set[tuple[int, ...]] = set()
+        self._dict_obs = False
+        for agent in self.agents:
+            a_space = env.action_space(agent)
+            if not isinstance(a_space, spaces.Discrete):
+                raise EnvError(f"env: agent {agent!r} has a {type(a_space).__name__} action space; "
+                               "only Discrete actions can be trained")
+            n_actions.add(int(a_space.n))
+            o_space = env.observation_space(agent)
+            if isinstance(o_space, spaces.Dict) and "observation" in o_space.spaces:
+                self._dict_obs = True
+                o_space = o_space.spaces["observation"]
+            if not isinstance(o_space, spaces.Box):
+                raise EnvError(f"env: agent {agent!r} has a {type(o_space).__name__} observation space; "
+                               "expected a Box (or a Dict with an 'observation' Box)")
+            obs_shapes.add(tuple(o_space.shape))
+        if len(n_actions) != 1 or len(obs_shapes) != 1:
+            raise EnvError("env: every agent needs the same observation shape and number of actions, got "
+                           f"shapes {sorted(obs_shapes)} and action counts {sorted(n_actions)}")
+        self.n_actions = n_actions.pop()
+        self._raw_dim = int(np.prod(obs_shapes.pop()))
+        self.obs_dim = self._raw_dim + self.num_agents
+        self.cond_index = tuple(range(self._raw_dim, self.obs_dim))
+        self._seed = seed
+        self._has_state = True
+        try:
+            env.reset(seed=seed)
+            st = np.asarray(env.state(), np.float32).reshape(-1)
+            self.state_dim = int(st.size)
+        except (NotImplementedError, AttributeError, TypeError, ValueError):
+            self._has_state = False
+            self.state_dim = self._raw_dim * self.num_agents
+        self.action_names = [f"action{a}" for a in range(self.n_actions)]
+        self.observation_layout = [f"obs{k}" for k in range(self._raw_dim)] + [f"agent_{a}" for a in self.agents]
+        self.groups_role = np.tile(np.arange(self.num_agents), num_envs).astype(np.int64)
+        self.env_id = f"pettingzoo:{factory_spec}"
+        self.max_episode_steps = int(getattr(env, "max_cycles", 0) or 0) or None
+        R = self.num_rows
+        self._obs = np.zeros((R, self.obs_dim), np.float32)
+        self._mask = np.ones((R, self.n_actions), bool)
+        self._alive = np.zeros(R, bool)
+        self._returns = np.zeros(R, np.float64)
+        self._state = np.zeros((num_envs, self.state_dim), np.float32)
+        eye = np.eye(self.num_agents, dtype=np.float32)
+        self._onehot = np.tile(eye, (num_envs, 1))
+
+    def _row(self, b: int, i: int) -> int:
+        return b * self.num_agents + i
+
+    def _write(self, b: int, obs: dict, infos: dict) -> None:
+        env = self.envs[b]
+        live = set(env.agents)
+        for i, agent in enumerate(self.agents):
+            r = self._row(b, i)
+            if agent in live and agent in obs:
+                o = obs[agent]
+                m = None
+                if self._dict_obs and isinstance(o, dict):
+                    m = o.get("action_mask")
+                    o = o["observation"]
+                if m is None and isinstance(infos.get(agent), dict):
+                    m = infos[agent].get("action_mask")
+                self._obs[r, : self._raw_dim] = np.asarray(o, np.float32).reshape(-1)
+                self._obs[r, self._raw_dim:] = self._onehot[r]
+                self._mask[r] = True if m is None else np.asarray(m).astype(bool)
+                if not self._mask[r].any():
+                    self._mask[r, 0] = True
+                self._alive[r] = True
+            else:
+                self._obs[r] = 0.0
+                self._mask[r] = False
+                self._mask[r, 0] = True
+                self._alive[r] = False
+        if self._has_state:
+            self._state[b] = np.asarray(env.state(), np.float32).reshape(-1)
+        else:
+            rows = slice(self._row(b, 0), self._row(b, self.num_agents))
+            self._state[b] = self._obs[rows, : self._raw_dim].reshape(-1)
+
+    def _info(self) -> dict:
+        return {"action_mask": self._mask.copy(), "alive": self._alive.copy(), "state": self._state.copy(),
+                "role": self.groups_role}
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict]:
+        base = self._seed if seed is None else seed
+        for b, env in enumerate(self.envs):
+            obs, infos = env.reset(seed=None if base is None else base + b)
+            self._write(b, obs, infos or {})
+        self._returns[:] = 0
+        self._episodes = 0 if base is None else base + self.num_envs
+        return self._obs.copy(), self._info()
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        actions = np.asarray(actions).reshape(-1)
+        R = self.num_rows
+        reward = np.zeros(R, np.float32)
+        terminated = np.zeros(R, bool)
+        truncated = np.zeros(R, bool)
+        finished: list[int] = []
+        for b, env in enumerate(self.envs):
+            live = list(env.agents)
+            act = {a: int(actions[self._row(b, self.agents.index(a))]) for a in live}
+            obs, rew, terms, truncs, infos = env.step(act)
+            for a in live:
+                r = self._row(b, self.agents.index(a))
+                reward[r] = float(rew.get(a, 0.0))
+                terminated[r] = bool(terms.get(a, False))
+                truncated[r] = bool(truncs.get(a, False)) and not terminated[r]
+            if not env.agents:
+                finished.append(b)
+            else:
+                self._write(b, obs, infos or {})
+        self._returns += reward
+        info: dict[str, Any] = {}
+        if finished:
+            rows = np.concatenate([np.arange(self._row(b, 0), self._row(b, self.num_agents)) for b in finished])
+            info["episode_returns"] = self._returns[rows].copy()
+            info["episode_return_mean"] = float(self._returns[rows].mean())
+            self._returns[rows] = 0
+            for b in finished:
+                self._episodes += 1
+                obs, infos = self.envs[b].reset(seed=self._episodes)
+                self._write(b, obs, infos or {})
+        info.update(self._info())
+        return self._obs.copy(), reward, terminated, truncated, info
+
+
+def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = None
+                  ) -> VillageFlatEnv | ParallelFlatEnv:
+    """The training environment a config describes (`--env` wins over `--world`)."""
+    n = cfg.envs if num_envs is None else num_envs
+    s = cfg.seed if seed is None else seed
+    if cfg.env is not None:
+        return ParallelFlatEnv(cfg.env, n, s)
+    return VillageFlatEnv(cfg.worlds, n, s, slots=cfg.slots, max_ticks=cfg.max_ticks, scenario=cfg.scenario)

@@ -1,0 +1,170 @@
+"""Policy runtime: `load_policy(path or "default")` -> a batched `Policy` for the demo, sandbox and bridge.
+
+The CPU path is a plain numpy forward pass of the actor (a few small matmuls), which for batches of a few
+dozen NPCs is several times faster than calling torch. `backend="torch"` runs the same weights in torch
+(for a GPU or very large batches).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npc_brains.policy_api import PolicyOutput
+
+DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "assets" / "policies" / "default.pt"
+MASKED_LOGIT = np.float32(-1e9)
+
+
+def _np(t: Any) -> np.ndarray:
+    return np.ascontiguousarray(t.detach().cpu().numpy().astype(np.float32))
+
+
+class _PolicyBase:
+    name: str
+
+    def __init__(self, ckpt: dict[str, Any], name: str):
+        from npc_brains.networks import NetSpec
+
+        self.spec = NetSpec.from_dict(ckpt["net"])
+        self.env = dict(ckpt["env"])
+        self.config = dict(ckpt["config"])
+        self.name = name
+        self.obs_dim = self.spec.obs_dim
+        self.n_actions = self.spec.n_actions
+        self.action_names: list[str] = list(self.env["action_names"])
+        self.observation_layout: list[str] = list(self.env["observation_layout"])
+        self.env_id: str = str(self.env["env_id"])
+        model = ckpt["model"]
+        if "value_norm.running_mean" in model:
+            d = max(float(model["value_norm.debias"]), 1e-5)
+            mean = float(model["value_norm.running_mean"]) / d
+            var = max(float(model["value_norm.running_mean_sq"]) / d - mean * mean, 1e-7)
+            self._v_mean, self._v_std = mean, max(var ** 0.5, 1e-3)
+        else:
+            self._v_mean, self._v_std = 0.0, 1.0
+
+    def _check(self, obs: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        obs = np.asarray(obs, np.float32)
+        mask = np.asarray(mask, bool)
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"obs: expected shape (R, {self.obs_dim}), got {obs.shape}")
+        if mask.shape != (obs.shape[0], self.n_actions):
+            raise ValueError(f"mask: expected shape ({obs.shape[0]}, {self.n_actions}), got {mask.shape}")
+        return obs, mask
+
+    def check_env(self, env: Any) -> None:
+        """Raise CheckpointError if this policy was made for a different observation/action layout."""
+        from npc_brains.checkpoint import check_env_compatible
+
+        check_env_compatible(self.env, env, self.name)
+
+
+class NumpyPolicy(_PolicyBase):
+    """The actor's forward pass in numpy: encoder (2 tanh layers) -> FiLM -> masked head."""
+
+    def __init__(self, ckpt: dict[str, Any], name: str, seed: int | None = None):
+        super().__init__(ckpt, name)
+        m = ckpt["model"]
+        self._w1, self._b1 = _np(m["actor.encoder.l1.weight"]).T.copy(), _np(m["actor.encoder.l1.bias"])
+        self._w2, self._b2 = _np(m["actor.encoder.l2.weight"]).T.copy(), _np(m["actor.encoder.l2.bias"])
+        self._wh, self._bh = _np(m["actor.head.weight"]).T.copy(), _np(m["actor.head.bias"])
+        self._wv, self._bv = _np(m["actor.runtime_value.weight"]).T.copy(), _np(m["actor.runtime_value.bias"])
+        self._cond = np.asarray(self.spec.cond_index, np.int64)
+        if "actor.film.lin.weight" in m:
+            self._wf, self._bf = _np(m["actor.film.lin.weight"]).T.copy(), _np(m["actor.film.lin.bias"])
+        else:
+            self._wf = None
+        self.rng = np.random.default_rng(seed)
+
+    def _features(self, obs: np.ndarray) -> np.ndarray:
+        h = np.tanh(obs @ self._w1 + self._b1)
+        h = np.tanh(h @ self._w2 + self._b2)
+        if self._wf is not None:
+            gb = obs[:, self._cond] @ self._wf + self._bf
+            hidden = h.shape[1]
+            h = h * (1.0 + gb[:, :hidden]) + gb[:, hidden:]
+        return h
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
+            with_values: bool = False) -> PolicyOutput:
+        obs, mask = self._check(obs, mask)
+        h = self._features(obs)
+        logits = np.where(mask, h @ self._wh + self._bh, MASKED_LOGIT)
+        if deterministic:
+            actions = logits.argmax(1)
+        else:
+            u = self.rng.random(logits.shape, dtype=np.float32)
+            actions = (logits - np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-7)))).argmax(1)
+        out = PolicyOutput(actions.astype(np.int64))
+        if with_probs:
+            z = np.exp(logits - logits.max(1, keepdims=True))
+            out.probs = (z / z.sum(1, keepdims=True)).astype(np.float32)
+        if with_values:
+            v = (h @ self._wv + self._bv)[:, 0]
+            out.values = (v * self._v_std + self._v_mean).astype(np.float32)
+        return out
+
+
+class TorchPolicy(_PolicyBase):
+    """The same actor in torch, on any device."""
+
+    def __init__(self, ckpt: dict[str, Any], name: str, seed: int | None = None, device: str = "cpu"):
+        super().__init__(ckpt, name)
+        import torch
+
+        from npc_brains.networks import Actor
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.actor = Actor(self.spec).to(self.device)
+        state = {k[len("actor."):]: v for k, v in ckpt["model"].items() if k.startswith("actor.")}
+        self.actor.load_state_dict(state)
+        self.actor.eval()
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(0 if seed is None else seed)
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
+            with_values: bool = False) -> PolicyOutput:
+        obs, mask = self._check(obs, mask)
+        torch = self.torch
+        with torch.inference_mode():
+            o = torch.from_numpy(obs).to(self.device)
+            m = torch.from_numpy(mask).to(self.device)
+            logits, _, adapted = self.actor.logits_and_features(o, m)
+            probs = torch.softmax(logits, -1)
+            if deterministic:
+                actions = logits.argmax(-1)
+            else:
+                actions = torch.multinomial(probs, 1, generator=self.generator).squeeze(-1)
+            out = PolicyOutput(actions.cpu().numpy().astype(np.int64))
+            if with_probs:
+                out.probs = probs.cpu().numpy().astype(np.float32)
+            if with_values:
+                v = self.actor.runtime_value(adapted).squeeze(-1) * self._v_std + self._v_mean
+                out.values = v.cpu().numpy().astype(np.float32)
+        return out
+
+
+def load_policy(path: str | Path = "default", *, seed: int | None = None, backend: str = "numpy",
+                device: str = "cpu") -> NumpyPolicy | TorchPolicy:
+    """Load a policy from a training checkpoint or an exported policy file ("default" = the bundled one).
+
+    Raises CheckpointError (one line) for a missing, corrupted or foreign file.
+    """
+    from npc_brains.checkpoint import CheckpointError, load_checkpoint
+
+    if str(path) == "default":
+        if not DEFAULT_POLICY.is_file():
+            raise CheckpointError(f"the bundled default policy is missing ({DEFAULT_POLICY}); "
+                                  "train one with `village train` and pass its policy.pt instead")
+        path = DEFAULT_POLICY
+    ckpt = load_checkpoint(path)
+    name = Path(path).stem if Path(path) != DEFAULT_POLICY else "default"
+    if backend == "numpy":
+        return NumpyPolicy(ckpt, name, seed)
+    if backend == "torch":
+        return TorchPolicy(ckpt, name, seed, device)
+    raise ValueError(f"backend: expected 'numpy' or 'torch', got {backend!r}")

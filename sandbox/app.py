@@ -1,0 +1,385 @@
+"""The pygame front end: input -> fixed-step ticks -> draw, one frame at a time.
+
+`SandboxApp.handle_event` turns pygame events into model calls (commands, selection, edits), `update`
+runs the ticks the fixed-step clock says are due, and `draw` renders; a frame never runs game logic
+itself. pygame is initialised when an app is created, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pygame
+
+from sandbox.clock import SPEEDS, FixedStepClock
+from sandbox.feed import INFO
+from sandbox.model import SandboxModel
+from sandbox.render import Renderer
+from sandbox.session import SessionError, load_session, save_session
+from worlds import WorldError
+
+DEFAULT_SIZE = (1280, 800)
+PICK_RADIUS_PX = 18  # how close to an NPC's feet a click must land
+WHEEL_STEP = 0.05  # trait/affinity change per mouse-wheel notch over an inspector bar
+
+# (keys, what they do): the help overlay and docs/sandbox.md list exactly these.
+HELP: tuple[tuple[str, str], ...] = (
+    ("Space", "pause / resume"),
+    ("N or .", "advance one tick (pauses)"),
+    ("1 / 2 / 3", "speed 1x / 4x / 16x"),
+    ("WASD or arrows", "walk the player"),
+    ("Right click", "walk the player to that point"),
+    ("Left click", "select the NPC under the cursor (empty ground: deselect)"),
+    ("K", "kill the NPC under the cursor (else the selected one)"),
+    ("F", "attack (one blow) the NPC under the cursor"),
+    ("G", "give a gift to the NPC under the cursor"),
+    ("T", "talk: walk over to the NPC under the cursor"),
+    ("X", "player stops"),
+    ("R", "start a raid"),
+    ("O", "social-graph overlay (edges coloured by affinity)"),
+    ("V", "names on / off"),
+    ("E", "event feed: all / only the selected NPC"),
+    ("Mouse wheel / middle drag", "zoom / pan the map (Home: fit)"),
+    ("Insert or Ctrl+N", "add an NPC at the cursor"),
+    ("Delete", "remove the selected NPC"),
+    ("Shift+click", "tie the selected NPC to another (cycle friend/kin/spouse/rival/none)"),
+    ("Click / wheel on a bar", "edit a trait or an affinity in the inspector; click the role to change it"),
+    ("Ctrl+S / Ctrl+O", "save the world / load a world"),
+    ("F5", "save the session (replay: village play --replay FILE)"),
+    ("Ctrl+R", "restart from tick 0 (same seed)"),
+    ("H or F1", "this help"),
+    ("Esc", "close help or prompt, deselect"),
+    ("Ctrl+Q", "quit"),
+)
+
+_DIRECTIONS = {
+    pygame.K_w: (0, -1), pygame.K_UP: (0, -1), pygame.K_s: (0, 1), pygame.K_DOWN: (0, 1),
+    pygame.K_a: (-1, 0), pygame.K_LEFT: (-1, 0), pygame.K_d: (1, 0), pygame.K_RIGHT: (1, 0),
+}
+
+
+@dataclass
+class Prompt:
+    """A one-line text input (a file name) with what to do on Enter."""
+
+    label: str
+    text: str
+    on_submit: Callable[[str], None]
+
+
+@dataclass
+class UIState:
+    selected: int | None = None
+    hover: int | None = None
+    show_graph: bool = False
+    show_help: bool = False
+    show_names: bool = True
+    feed_filter: bool = False
+    prompt: Prompt | None = None
+    speed: int = 1
+    held: set[int] = field(default_factory=set)  # direction keys held down
+    mouse: tuple[int, int] = (0, 0)
+    panning: bool = False
+    running: bool = True
+
+
+def init_pygame(size: tuple[int, int], *, headless: bool) -> pygame.Surface:
+    """Initialise only what the sandbox uses (display, fonts) and open the window (or a dummy one)."""
+    if headless:
+        os.environ["SDL_VIDEODRIVER"] = "dummy"
+    pygame.display.init()
+    pygame.font.init()
+    screen = pygame.display.set_mode(size)
+    pygame.display.set_caption("Village sandbox")
+    return screen
+
+
+class SandboxApp:
+    def __init__(self, model: SandboxModel, *, size: tuple[int, int] = DEFAULT_SIZE, headless: bool = False,
+                 session_path: str | None = None, world_path: str | None = None, speed: int = 1):
+        self.model = model
+        self.screen = init_pygame(size, headless=headless)
+        self.renderer = Renderer(size)
+        self.clock = FixedStepClock(speed=speed)
+        self.ui = UIState(speed=speed)
+        self.session_path = session_path
+        self.world_path = world_path
+        self._last_spec_version = model.spec_version
+
+    # ------------------------------------------------------------------ loop
+    def run(self, fps: int = 60) -> None:
+        """The interactive loop, until the window closes or Ctrl+Q."""
+        frame_clock = pygame.time.Clock()
+        last = time.perf_counter()
+        while self.ui.running:
+            frame_clock.tick(fps)
+            now = time.perf_counter()
+            self.frame(now - last)
+            last = now
+            pygame.display.flip()
+
+    def frame(self, dt: float) -> int:
+        """One frame: pending input events, the ticks due after `dt` wall seconds, then drawing."""
+        for event in pygame.event.get():
+            self.handle_event(event)
+        ticks = self.update(dt)
+        self.draw()
+        return ticks
+
+    def update(self, dt: float) -> int:
+        """Run the ticks the fixed-step clock says are due; held keys steer the player once per tick."""
+        due = self.clock.advance(dt)
+        for _ in range(due):
+            dx = sum(_DIRECTIONS[k][0] for k in self.ui.held)
+            dy = sum(_DIRECTIONS[k][1] for k in self.ui.held)
+            self.model.steer_player(dx, dy)
+            self.model.step(1)
+        self._after_model_change()
+        return due
+
+    def draw(self) -> None:
+        self.ui.speed = self.clock.speed
+        self.renderer.draw(self.screen, self.model, self.ui, self.clock.alpha)
+
+    def screenshot(self, path: str | Path) -> None:
+        self.draw()
+        pygame.image.save(self.screen, str(path))
+
+    def close(self) -> None:
+        pygame.display.quit()
+
+    def _after_model_change(self) -> None:
+        if self.model.spec_version != self._last_spec_version:  # rebuilt: indices may have moved
+            self._last_spec_version = self.model.spec_version
+            if self.ui.selected is not None and self.ui.selected >= self.model.sim.N:
+                self.ui.selected = None
+            self.ui.hover = None
+
+    # ------------------------------------------------------------------ input
+    def handle_event(self, event: pygame.event.Event) -> None:
+        try:
+            self._handle(event)
+        except (WorldError, SessionError, OSError, ValueError) as exc:
+            self.model.feed.note(self.model.tick, f"error: {exc}", INFO)
+        self._after_model_change()
+
+    def _handle(self, event: pygame.event.Event) -> None:
+        ui = self.ui
+        if event.type == pygame.QUIT:
+            ui.running = False
+        elif event.type == pygame.KEYDOWN:
+            if ui.prompt is not None:
+                self._prompt_key(event)
+            else:
+                self._key(event)
+        elif event.type == pygame.KEYUP:
+            ui.held.discard(event.key)
+        elif event.type == pygame.MOUSEMOTION:
+            ui.mouse = event.pos
+            if ui.panning:
+                self.renderer.pan(*event.rel)
+            ui.hover = self.npc_under(event.pos)
+        elif event.type == pygame.MOUSEBUTTONDOWN:
+            ui.mouse = event.pos
+            self._click(event)
+        elif event.type == pygame.MOUSEBUTTONUP and event.button == 2:
+            ui.panning = False
+        elif event.type == pygame.MOUSEWHEEL:
+            self._wheel(event.y)
+        elif event.type == pygame.WINDOWRESIZED:
+            self.renderer.resize(self.screen.get_size())
+
+    def npc_under(self, pos: tuple[int, int]) -> int | None:
+        """The NPC whose sprite is under a screen position, or None (also None off the map)."""
+        r = self.renderer
+        if not r.map_rect.collidepoint(pos):
+            return None
+        # sprites stand on their position: aim a little below the cursor, at the feet
+        f = r.sprite_factor
+        wx, wy = r.camera.to_world(pos[0], pos[1] + 6 * f)
+        return self.model.npc_at(wx, wy, radius=max(PICK_RADIUS_PX, 10 * f) / r.camera.scale)
+
+    def _target(self) -> int | None:
+        under = self.npc_under(self.ui.mouse)
+        return under if under is not None else self.ui.selected
+
+    def _key(self, event: pygame.event.Event) -> None:
+        ui, model, key = self.ui, self.model, event.key
+        ctrl = bool(event.mod & pygame.KMOD_CTRL)
+        if key in _DIRECTIONS and not ctrl:
+            ui.held.add(key)
+        elif ctrl and key == pygame.K_q:
+            ui.running = False
+        elif ctrl and key == pygame.K_s:
+            default = self.world_path or f"{model.spec.id}.toml"
+            ui.prompt = Prompt("save world as", default, self._save_world)
+        elif ctrl and key == pygame.K_o:
+            ui.prompt = Prompt("load world (file or bundled id)", self.world_path or "village-v1", self._load_world)
+        elif ctrl and key == pygame.K_r:
+            model.rebuild()
+            model.feed.note(0, f"restarted (seed {model.seed})", INFO)
+        elif ctrl and key == pygame.K_n or key == pygame.K_INSERT:
+            self._add_npc()
+        elif key == pygame.K_SPACE:
+            self.clock.set_speed(1 if self.clock.paused else 0)
+        elif key in (pygame.K_n, pygame.K_PERIOD):
+            self.clock.request_step()
+        elif key in (pygame.K_1, pygame.K_2, pygame.K_3):
+            self.clock.set_speed(SPEEDS[1 + key - pygame.K_1])
+        elif key in (pygame.K_k, pygame.K_f, pygame.K_g, pygame.K_t):
+            self._act_on_target(key)
+        elif key == pygame.K_x:
+            model.command("stop")
+        elif key == pygame.K_r:
+            raiders = [n for n, a in zip(model.spec.actor_names, model.spec.actors, strict=True) if a.kind == "raider"]
+            if raiders:
+                model.command("raid", actor=raiders[0])
+            else:
+                model.feed.note(model.tick, "this world has no raiders", INFO)
+        elif key == pygame.K_o:
+            ui.show_graph = not ui.show_graph
+        elif key == pygame.K_v:
+            ui.show_names = not ui.show_names
+        elif key == pygame.K_e:
+            ui.feed_filter = not ui.feed_filter
+        elif key == pygame.K_HOME:
+            self.renderer.fit(model.spec.width, model.spec.height)
+        elif key == pygame.K_DELETE and ui.selected is not None:
+            name = model.names[ui.selected]
+            ui.selected = None
+            model.remove_npc(name)
+        elif key in (pygame.K_h, pygame.K_F1):
+            ui.show_help = not ui.show_help
+        elif key == pygame.K_F5:
+            self.save_session(self.session_path or "session.toml")
+        elif key == pygame.K_ESCAPE:
+            if ui.show_help:
+                ui.show_help = False
+            else:
+                ui.selected = None
+
+    def _act_on_target(self, key: int) -> None:
+        model = self.model
+        target = self._target()
+        if target is None:
+            model.feed.note(model.tick, "no NPC under the cursor", INFO)
+            return
+        if key == pygame.K_k:
+            model.command("kill", target)
+        elif key == pygame.K_f:
+            model.command("attack", target)
+        elif key == pygame.K_g:
+            model.command("gift", target)
+        else:
+            # The engine has no "talk" order for actors yet: the player walks over to the NPC.
+            x, y = model.sim.state.pos[0, target]
+            if model.command("move", x=float(x), y=float(y)):
+                model.feed.note(model.tick, f"you walk over to talk with {model.names[target]}", INFO)
+
+    def _prompt_key(self, event: pygame.event.Event) -> None:
+        prompt = self.ui.prompt
+        assert prompt is not None
+        if event.key == pygame.K_ESCAPE:
+            self.ui.prompt = None
+        elif event.key in (pygame.K_RETURN, pygame.K_KP_ENTER):
+            self.ui.prompt = None
+            if prompt.text.strip():
+                prompt.on_submit(prompt.text.strip())
+        elif event.key == pygame.K_BACKSPACE:
+            prompt.text = prompt.text[:-1]
+        elif event.unicode and event.unicode.isprintable():
+            prompt.text += event.unicode
+
+    def _click(self, event: pygame.event.Event) -> None:
+        ui, model, r = self.ui, self.model, self.renderer
+        if event.button == 2:
+            ui.panning = True
+            return
+        if event.button not in (1, 3):
+            return
+        if r.map_rect.collidepoint(event.pos):
+            if event.button == 3:
+                wx, wy = r.camera.to_world(*event.pos)
+                model.command("move", x=wx, y=wy)
+                return
+            hit = self.npc_under(event.pos)
+            shift = bool(pygame.key.get_mods() & pygame.KMOD_SHIFT) or bool(getattr(event, "shift", False))
+            if shift and hit is not None and ui.selected is not None and hit != ui.selected:
+                model.cycle_relationship(model.names[ui.selected], model.names[hit])
+            else:
+                ui.selected = hit
+        elif event.button == 1 and ui.selected is not None:
+            for area in r.hit_areas:
+                if area.rect.collidepoint(event.pos):
+                    self._edit(area.edit, area.value_at(event.pos[0]))
+                    return
+
+    def _wheel(self, notches: int) -> None:
+        ui, r, model = self.ui, self.renderer, self.model
+        if r.map_rect.collidepoint(ui.mouse):
+            r.zoom(1.15 ** notches, ui.mouse, model.spec.width, model.spec.height)
+            return
+        if ui.selected is None:
+            return
+        for area in r.hit_areas:
+            if area.rect.collidepoint(ui.mouse) and area.edit[0] != "role":
+                current = self._current_value(area.edit)
+                if current is not None:
+                    self._edit(area.edit, current + WHEEL_STEP * notches)
+                return
+
+    def _current_value(self, edit: tuple[str, str]) -> float | None:
+        from sandbox import editor
+
+        name = self.model.names[self.ui.selected]  # type: ignore[index]
+        what, key = edit
+        if what == "trait":
+            return float(getattr(self.model.spec.npcs[self.model.spec.npc_index(name)].traits, key))
+        if what == "affinity":
+            rel = editor.relationship(self.model.spec, name, key)
+            return rel.affinity if rel else 0.0
+        return None
+
+    def _edit(self, edit: tuple[str, str], value: float) -> None:
+        model = self.model
+        name = model.names[self.ui.selected]  # type: ignore[index]
+        what, key = edit
+        if what == "trait":
+            model.set_trait(name, key, value)
+        elif what == "affinity":
+            model.set_affinity(name, key, value)
+        elif what == "role":
+            model.cycle_role(name)
+        # the rebuilt world keeps NPC order, so the selection stays on the same NPC
+        self.ui.selected = model.spec.npc_index(name)
+
+    def _add_npc(self) -> None:
+        r, model = self.renderer, self.model
+        if r.map_rect.collidepoint(self.ui.mouse):
+            wx, wy = r.camera.to_world(*self.ui.mouse)
+        else:
+            wx, wy = model.spec.width / 2, model.spec.height / 2
+        name = model.add_npc(wx, wy)
+        self.ui.selected = model.spec.npc_index(name)
+
+    # ------------------------------------------------------------------ files
+    def _save_world(self, path: str) -> None:
+        self.model.save_world(path)
+        self.world_path = path
+
+    def _load_world(self, path: str) -> None:
+        self.model.load_world(path)
+        self.ui.selected = None
+        if Path(path).suffix:
+            self.world_path = path
+
+    def save_session(self, path: str) -> None:
+        save_session(self.model.session(), path)
+        self.model.feed.note(self.model.tick, f"saved session ({self.model.tick} ticks) to {path}", INFO)
+
+    def replay(self, path: str) -> None:
+        self.model.start_replay(load_session(path))

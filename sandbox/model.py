@@ -1,0 +1,240 @@
+"""The sandbox's controller, without pygame: one village, its policy, the command log and the world editor.
+
+It owns no game logic. Each tick asks the policy for every NPC's action and calls `VillageSim.step`;
+every player order goes through `VillageSim.command` (the engine's command queue), exactly as in
+training and in the bridge. Edits make a new `WorldSpec` and rebuild the simulation from it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from engine.constants import EntityKind
+from engine.sim import COMMAND_OPS, VillageSim
+from npc_brains.policy_api import Policy
+from sandbox import editor
+from sandbox.feed import EDIT, INFO, Feed
+from sandbox.policy import PolicySource, resolve_policy
+from sandbox.session import CommandRecord, Session, state_digest
+from worlds import ROLES, WorldError, WorldSpec, load_world, save_world
+
+SCENARIOS = ("world", "none")
+ENDLESS = 10**9  # the sandbox never truncates an episode
+STEER_AHEAD = 2.5  # map units ahead of the player a held direction key walks to (actor speed is 2/tick)
+
+
+class SandboxModel:
+    """One village (B = 1) driven by a policy; the state the renderer draws and the input handler edits."""
+
+    def __init__(self, world: WorldSpec, *, policy: str | Policy | PolicySource = "default", seed: int = 0,
+                 scenario: str = "world", slots: int = 4, world_ref: str | None = None):
+        if scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
+        self.source = policy if isinstance(policy, PolicySource) else resolve_policy(policy)
+        self.seed = int(seed)
+        self.scenario = scenario
+        self.slots = int(slots)
+        self.world_ref = world_ref or world.id
+        self.feed = Feed()
+        self.spec = world
+        self.spec_version = 0  # bumped on every edit (the renderer re-draws the map)
+        self.commands: list[CommandRecord] = []  # everything sent since the last (re)start
+        self.script: list[CommandRecord] = []  # commands still to send (a script or a replay)
+        self.replaying = False
+        self.tick_count = 0
+        self._steering = False
+        self.rebuild(world)
+        if self.source.note:
+            self.feed.note(0, self.source.note, INFO)
+
+    # ------------------------------------------------------------------ running
+    def rebuild(self, spec: WorldSpec | None = None, *, seed: int | None = None) -> None:
+        """(Re)start from tick 0 with `spec` (default: the current world) and a freshly seeded policy."""
+        if spec is not None:
+            self.spec = spec
+            self.spec_version += 1
+        if seed is not None:
+            self.seed = int(seed)
+        self.policy = self.source.make(self.seed, self.slots)
+        self.sim = VillageSim(self.spec, 1, self.seed, slots=self.slots, max_ticks=ENDLESS,
+                              scenario=self.scenario, record=True)
+        self.prev_pos = self.sim.state.pos[0].copy()
+        self.commands = []
+        self.feed.reset()
+        self._steering = False
+        self.tick_count = 0
+
+    @property
+    def tick(self) -> int:
+        return int(self.sim.state.tick[0])
+
+    @property
+    def names(self) -> list[str]:
+        return self.sim.entity_names[0]
+
+    @property
+    def player(self) -> int:
+        """Entity index of the player actor, -1 if the world has none."""
+        players = np.flatnonzero(self.sim.w.entity_kind == EntityKind.PLAYER)
+        return int(players[0]) if len(players) else -1
+
+    def step(self, n: int = 1) -> None:
+        """Run `n` ticks: due script commands, then one batched policy call, then the engine's step."""
+        sim = self.sim
+        for _ in range(n):
+            self._send_due_script()
+            obs = sim.obs.reshape(sim.N, -1)
+            mask = sim.mask.reshape(sim.N, -1)
+            actions = np.asarray(self.policy.act(obs, mask).actions, np.int64).reshape(1, sim.N)
+            self.prev_pos = sim.state.pos[0].copy()
+            sim.step(actions)
+            self.tick_count += 1
+            self.feed.update(sim.log, self.names)
+
+    def _send_due_script(self) -> None:
+        while self.script and self.script[0].tick <= self.tick:
+            record = self.script.pop(0)
+            if record.tick < self.tick:
+                self.feed.note(self.tick, f"script: skipped {record.op} planned for tick {record.tick}", INFO)
+                continue
+            try:
+                self._send(record)
+            except ValueError as exc:
+                self.feed.note(self.tick, f"script: {exc}", INFO)
+        if self.replaying and not self.script:
+            self.replaying = False
+
+    # ------------------------------------------------------------------ player commands
+    def command(self, op: str, target: int | str | None = None, *, x: float = 0.0, y: float = 0.0,
+                actor: int | str | None = None) -> bool:
+        """Queue a command for the player (or another actor); it applies at the next tick. False if refused."""
+        if self.replaying:
+            self.feed.note(self.tick, "replaying: player input is ignored", INFO)
+            return False
+        names = self.names
+        actor_i = self.player if actor is None else (names.index(actor) if isinstance(actor, str) else int(actor))
+        if actor_i < 0:
+            self.feed.note(self.tick, "this world has no player actor", INFO)
+            return False
+        target_name = None
+        if target is not None:
+            target_name = target if isinstance(target, str) else names[int(target)]
+        try:
+            self._send(CommandRecord(self.tick, op, names[actor_i], target_name, float(x), float(y)))
+        except ValueError as exc:
+            self.feed.note(self.tick, str(exc), INFO)
+            return False
+        return True
+
+    def _send(self, record: CommandRecord) -> None:
+        if record.op not in COMMAND_OPS:
+            raise ValueError(f"unknown command {record.op!r}; expected one of {', '.join(COMMAND_OPS)}")
+        names = self.names
+        if record.actor not in names:
+            raise ValueError(f"no actor named {record.actor!r}")
+        if record.target is not None and record.target not in names:
+            raise ValueError(f"no one named {record.target!r}")
+        target = -1 if record.target is None else record.target
+        self.sim.command(0, record.actor, record.op, target, x=record.x, y=record.y)
+        self.commands.append(CommandRecord(self.tick, record.op, record.actor, record.target, record.x, record.y))
+
+    def steer_player(self, dx: float, dy: float) -> None:
+        """Called once per tick with the held direction: walk ahead while held, stop when released."""
+        p = self.player
+        if p < 0 or not self.sim.state.alive[0, p] or self.replaying:
+            return
+        length = math.hypot(dx, dy)
+        if length > 0:
+            pos = self.sim.state.pos[0, p]
+            self.command("move", x=float(pos[0] + dx / length * STEER_AHEAD),
+                         y=float(pos[1] + dy / length * STEER_AHEAD))
+            self._steering = True
+        elif self._steering:
+            self.command("stop")
+            self._steering = False
+
+    # ------------------------------------------------------------------ queries
+    def npc_at(self, x: float, y: float, radius: float) -> int | None:
+        """The NPC nearest the map point (x, y) within `radius` map units (living ones first), or None."""
+        pos = self.sim.state.pos[0, : self.sim.N]
+        d = np.hypot(pos[:, 0] - x, pos[:, 1] - y)
+        d = d + np.where(self.sim.state.alive[0, : self.sim.N], 0.0, radius * 0.5)  # prefer the living
+        i = int(np.argmin(d))
+        return i if d[i] <= radius else None
+
+    # ------------------------------------------------------------------ world editing
+    def _edit(self, spec: WorldSpec, message: str) -> None:
+        self.rebuild(spec)
+        self.feed.note(0, f"{message}; restarted at tick 0", EDIT)
+
+    def add_npc(self, x: float, y: float, role: str = "farmer") -> str:
+        spec, name = editor.add_npc(self.spec, x, y, role=role)
+        self._edit(spec, f"added {name} ({role})")
+        return name
+
+    def remove_npc(self, name: str) -> None:
+        self._edit(editor.remove_npc(self.spec, name), f"removed {name}")
+
+    def set_trait(self, name: str, trait: str, value: float) -> None:
+        spec = editor.set_trait(self.spec, name, trait, value)
+        new = getattr(spec.npcs[spec.npc_index(name)].traits, trait)
+        self._edit(spec, f"{name}: {trait} = {new:.2f}")
+
+    def cycle_role(self, name: str) -> str:
+        role = self.spec.npcs[self.spec.npc_index(name)].role
+        new = ROLES[(ROLES.index(role) + 1) % len(ROLES)]
+        self._edit(editor.set_role(self.spec, name, new), f"{name} is now a {new}")
+        return new
+
+    def set_affinity(self, a: str, b: str, affinity: float) -> None:
+        rel = editor.relationship(self.spec, a, b)
+        kind = rel.kind if rel else "friend"
+        spec = editor.set_relationship(self.spec, a, b, kind, affinity)
+        self._edit(spec, f"{a} - {b}: {kind} {editor.relationship(spec, a, b).affinity:+.2f}")
+
+    def cycle_relationship(self, a: str, b: str) -> str | None:
+        spec, kind = editor.cycle_relationship(self.spec, a, b)
+        self._edit(spec, f"{a} - {b}: {kind or 'no tie'}")
+        return kind
+
+    def save_world(self, path: str | Path) -> None:
+        save_world(self.spec, path)
+        self.world_ref = str(path)
+        self.feed.note(self.tick, f"saved world to {path}", EDIT)
+
+    def load_world(self, path_or_id: str | Path) -> None:
+        spec = load_world(path_or_id)
+        self.world_ref = str(path_or_id)
+        self._edit(spec, f"loaded {path_or_id}")
+
+    # ------------------------------------------------------------------ sessions
+    def session(self) -> Session:
+        """Everything needed to replay the current run from tick 0."""
+        return Session(commands=list(self.commands), seed=self.seed, policy=self.source.name,
+                       scenario=self.scenario, slots=self.slots, ticks=self.tick,
+                       digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
+
+    def start_replay(self, session: Session) -> None:
+        """Restart with the session's world and seed and send its commands at their ticks."""
+        if session.world is not None:
+            self.spec = session.world
+            self.spec_version += 1
+        if session.scenario is not None:
+            if session.scenario not in SCENARIOS:
+                raise WorldError(f"scenario: expected one of {', '.join(SCENARIOS)}, got {session.scenario!r}")
+            self.scenario = session.scenario
+        if session.slots is not None:
+            self.slots = session.slots
+        self.rebuild(seed=session.seed if session.seed is not None else self.seed)
+        self.load_script(session)
+        self.replaying = True
+
+    def load_script(self, session: Session) -> None:
+        """Send the session's commands at their ticks (on top of the player's own input)."""
+        self.script = sorted(session.commands, key=lambda c: c.tick)
+
+    def digest(self) -> str:
+        return state_digest(self.sim.state)
