@@ -40,7 +40,7 @@ NO_SLOT = -1e9
 
 
 @njit(cache=True, fastmath=True)
-def observe_slots(
+def observe(
     pos: np.ndarray,  # (B, E, 2) float32
     alive: np.ndarray,  # (B, E) bool
     present: np.ndarray,  # (B, E) bool
@@ -57,24 +57,56 @@ def observe_slots(
     static_score: np.ndarray,  # (B, N, E) float32: liking, kinship, tie-break
     close: np.ndarray,  # (B, N, E) bool: kin or affinity >= close_affinity
     static_feats: np.ndarray,  # (B, N, E, 8) float32
-    free: np.ndarray,  # (B, N) bool: alive and not busy
+    own_static: np.ndarray,  # (B, N, S) float32: own features that never change (traits, role)
+    own_dynamic: np.ndarray,  # (B, N, 14) float32: alive, health, hunger, energy, social, grief, -, -, joy,
+    #                           time_sin, time_cos, night, granary, dist_home, dist_work, busy (see observe.py)
+    own_cols: np.ndarray,  # (16,) int: obs column of each own_dynamic field, then anger_max, fear_max
+    activity: np.ndarray,  # (B, N) int: current Action
+    activity_col0: int,
+    n_kinds: int,
+    busy: np.ndarray,  # (B, N) bool
+    can_eat: np.ndarray,  # (B,) bool
     reach: float,
     slot_offset: int,
-    obs: np.ndarray,  # (B, N, D) float32 out: slot features written at slot_offset
+    obs: np.ndarray,  # (B, N, D) float32 out
     slot_entity: np.ndarray,  # (B, N, K) int64 out
-    mask: np.ndarray,  # (B, N, A) bool out: targeted part written
-    anger_max: np.ndarray,  # (B, N) float32 out
-    fear_max: np.ndarray,  # (B, N) float32 out
+    mask: np.ndarray,  # (B, N, A) bool out
 ) -> None:
+    """Each NPC's observation row and action mask, from its own knowledge. See engine/observe.py."""
     B, N, E = knows_death.shape
     K = slot_entity.shape[2]
+    D = obs.shape[2]
+    A = mask.shape[2]
+    S = own_static.shape[2]
     score = np.empty(E, np.float32)
     blamed = np.zeros(E, np.bool_)
     for b in range(B):
         radius = sight[b]
+        radius2 = radius * radius
         for i in range(N):
+            row = obs[b, i]
+            if not alive[b, i]:
+                # the dead observe nothing and may only idle
+                for f in range(D):
+                    row[f] = 0.0
+                for k in range(K):
+                    slot_entity[b, i, k] = 0
+                mask[b, i, 0] = True
+                for a in range(1, A):
+                    mask[b, i, a] = False
+                continue
+            free = not busy[b, i]
             px = pos[b, i, 0]
             py = pos[b, i, 1]
+            # --- own state
+            for f in range(S):
+                row[f] = own_static[b, i, f]
+            for f in range(own_dynamic.shape[2]):
+                row[own_cols[f]] = own_dynamic[b, i, f]
+            for a in range(n_kinds):
+                row[activity_col0 + a] = 0.0
+            if not free:
+                row[activity_col0 + activity[b, i]] = 1.0
             for e in range(E):
                 blamed[e] = False
             any_threat = False
@@ -90,17 +122,22 @@ def observe_slots(
                     amax = anger[b, i, v]
                 if fear[b, i, v] > fmax:
                     fmax = fear[b, i, v]
-            anger_max[b, i] = amax
-            fear_max[b, i] = fmax
-            # salience: known threats, dead loved ones learned of recently, grudges, fear, liking, proximity
+            row[own_cols[own_dynamic.shape[2]]] = amax
+            row[own_cols[own_dynamic.shape[2] + 1]] = fmax
+            # --- untargeted actions; a busy NPC may only "carry on" (action 0)
+            mask[b, i, 0] = True
+            for a in range(1, N_UNTARGETED):
+                mask[b, i, a] = free
+            mask[b, i, 3] = free and can_eat[b]  # EAT needs food in the granary
+            # --- salience: known threats, dead loved ones learned of recently, grudges, fear, liking, proximity
             for e in range(E):
                 if e == i or not present[b, e]:
                     score[e] = NO_SLOT
                     continue
                 dx = pos[b, e, 0] - px
                 dy = pos[b, e, 1] - py
-                d = math.sqrt(dx * dx + dy * dy)
-                sc = static_score[b, i, e] + math.exp(-d / radius)
+                # proximity 1 / (1 + (d / sight)^2): no sqrt or exp in the hot loop
+                sc = static_score[b, i, e] + radius2 / (radius2 + dx * dx + dy * dy)
                 if knows_threat[b, i, e] and alive[b, e]:
                     sc += 3.0
                 if knows_death[b, i, e]:
@@ -111,6 +148,7 @@ def observe_slots(
                         sc -= 2.0
                 sc += 2.0 * min(anger[b, i, e], 1.0) + 2.0 * min(fear[b, i, e], 1.0)
                 score[e] = sc
+            a0 = N_UNTARGETED
             for k in range(K):
                 best = 0
                 best_score = -np.inf
@@ -121,10 +159,9 @@ def observe_slots(
                 score[best] = -np.inf
                 slot_entity[b, i, k] = best
                 base = slot_offset + k * N_SLOT_FEATURES
-                for f in range(N_SLOT_FEATURES):
-                    obs[b, i, base + f] = 0.0
-                a0 = N_UNTARGETED
                 if best_score <= NO_SLOT / 2:
+                    for f in range(N_SLOT_FEATURES):
+                        row[base + f] = 0.0
                     for kind in range(6):
                         mask[b, i, a0 + kind * K + k] = False
                     continue
@@ -134,35 +171,32 @@ def observe_slots(
                 d = math.sqrt(dx * dx + dy * dy)
                 in_sight = d <= radius
                 known_dead = knows_death[b, i, e]
-                obs[b, i, base + F_PRESENT] = 1.0
+                row[base + F_PRESENT] = 1.0
                 for f in range(N_STATIC):
-                    obs[b, i, base + F_STATIC0 + f] = static_feats[b, i, e, f]
-                obs[b, i, base + F_BELIEVED_ALIVE] = 0.0 if known_dead else 1.0
-                obs[b, i, base + F_DX] = min(max(dx / radius, -3.0), 3.0)
-                obs[b, i, base + F_DY] = min(max(dy / radius, -3.0), 3.0)
-                obs[b, i, base + F_DIST] = min(d / radius, 3.0)
-                obs[b, i, base + F_IN_REACH] = 1.0 if d <= reach * 1.5 else 0.0
-                obs[b, i, base + F_KNOWN_DEAD] = 1.0 if known_dead else 0.0
-                obs[b, i, base + F_KNOWN_THREAT] = 1.0 if knows_threat[b, i, e] else 0.0
-                obs[b, i, base + F_ANGER] = anger[b, i, e]
-                obs[b, i, base + F_FEAR] = fear[b, i, e]
-                if in_sight:
-                    if e < N and alive[b, e]:
-                        obs[b, i, base + F_THEIR_GRIEF] = grief[b, e]
-                    obs[b, i, base + F_THEIR_HEALTH] = health_frac[b, e]
-                obs[b, i, base + F_BLAMED] = 1.0 if blamed[e] else 0.0
-                if learned_tick[b, i, e] >= 0:
-                    obs[b, i, base + F_SINCE] = min(max((tick[b] - learned_tick[b, i, e]) / TICKS_PER_DAY, 0.0), 1.0)
-                # action mask for the targeted kinds on this slot
+                    row[base + F_STATIC0 + f] = static_feats[b, i, e, f]
+                row[base + F_BELIEVED_ALIVE] = 0.0 if known_dead else 1.0
+                row[base + F_DX] = min(max(dx / radius, -3.0), 3.0)
+                row[base + F_DY] = min(max(dy / radius, -3.0), 3.0)
+                row[base + F_DIST] = min(d / radius, 3.0)
+                row[base + F_IN_REACH] = 1.0 if d <= reach * 1.5 else 0.0
+                row[base + F_KNOWN_DEAD] = 1.0 if known_dead else 0.0
+                row[base + F_KNOWN_THREAT] = 1.0 if knows_threat[b, i, e] else 0.0
+                row[base + F_ANGER] = anger[b, i, e]
+                row[base + F_FEAR] = fear[b, i, e]
+                row[base + F_THEIR_GRIEF] = grief[b, e] if (in_sight and e < N and alive[b, e]) else 0.0
+                row[base + F_THEIR_HEALTH] = health_frac[b, e] if in_sight else 0.0
+                row[base + F_BLAMED] = 1.0 if blamed[e] else 0.0
+                learned = learned_tick[b, i, e]
+                row[base + F_SINCE] = min((tick[b] - learned) / TICKS_PER_DAY, 1.0) if learned >= 0 else 0.0
+                # the targeted kinds on this slot
                 on_map = alive[b, e] and present[b, e]
                 is_npc = e < N
-                ok = free[b, i]
-                living_npc = ok and is_npc and on_map and not known_dead
+                living_npc = free and is_npc and on_map and not known_dead
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc
-                mask[b, i, a0 + T_MOURN * K + k] = ok and is_npc and known_dead
-                mask[b, i, a0 + T_ATTACK * K + k] = ok and on_map and not known_dead
-                mask[b, i, a0 + T_FLEE * K + k] = ok and on_map and knows_threat[b, i, e]
+                mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead
+                mask[b, i, a0 + T_ATTACK * K + k] = free and on_map and not known_dead
+                mask[b, i, a0 + T_FLEE * K + k] = free and on_map and knows_threat[b, i, e]
                 mask[b, i, a0 + T_WARN * K + k] = living_npc and any_threat
 
 
@@ -209,21 +243,111 @@ def threat_fear_and_decay(
                 anger[b, i, e] = min(max(a, 0.0), cap)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=True)
+def perceive(
+    pos: np.ndarray,  # (B, E, 2)
+    alive: np.ndarray,  # (B, E)
+    present: np.ndarray,  # (B, E)
+    just_died: np.ndarray,  # (B, E) bool: died this tick
+    dead_body: np.ndarray,  # (B, E) bool: a body lies here (dead, died at some tick)
+    killer: np.ndarray,  # (B, E) int, -1 unknown
+    is_raider: np.ndarray,  # (E,) bool
+    awake: np.ndarray,  # (B, N) bool
+    sight: np.ndarray,  # (B,)
+    body_radius: float,
+    knows_death: np.ndarray,  # (B, N, E) bool (read)
+    knows_threat: np.ndarray,  # (B, N, E) bool, updated: culprits seen killing, raiders seen
+    learned: np.ndarray,  # (B, N) bool out: learned of a new threat
+    out: np.ndarray,  # (B * N * E, 4) int64 out rows: village, npc, subject, culprit (-1 unknown)
+    how: np.ndarray,  # (B * N * E,) int64 out: HOW_WITNESSED (0) or HOW_FOUND_BODY (1)
+) -> int:
+    """First-hand perception: witnesses within sight of a death see it and its culprit; NPCs passing
+    within body_radius of a body find it; raiders on the map within sight are known threats.
+    Asleep or dead NPCs perceive nothing. Returns the number of news rows written."""
+    B, N, E = knows_death.shape
+    count = 0
+    for b in range(B):
+        radius2 = sight[b] * sight[b]
+        body2 = body_radius * body_radius
+        for i in range(N):
+            if not awake[b, i]:
+                continue
+            px = pos[b, i, 0]
+            py = pos[b, i, 1]
+            for e in range(E):
+                watch_body = dead_body[b, e] and not knows_death[b, i, e]
+                watch_raider = is_raider[e] and present[b, e] and alive[b, e] and not knows_threat[b, i, e]
+                if not (watch_body or watch_raider):
+                    continue
+                dx = pos[b, e, 0] - px
+                dy = pos[b, e, 1] - py
+                d2 = dx * dx + dy * dy
+                if watch_raider and d2 <= radius2:
+                    knows_threat[b, i, e] = True
+                    learned[b, i] = True
+                if watch_body:
+                    if just_died[b, e] and d2 <= radius2:
+                        culprit = killer[b, e]
+                        out[count, 0] = b
+                        out[count, 1] = i
+                        out[count, 2] = e
+                        out[count, 3] = culprit
+                        how[count] = 0
+                        count += 1
+                        if culprit >= 0 and culprit != i and not knows_threat[b, i, culprit]:
+                            knows_threat[b, i, culprit] = True
+                            learned[b, i] = True
+                    elif d2 <= body2:
+                        out[count, 0] = b
+                        out[count, 1] = i
+                        out[count, 2] = e
+                        out[count, 3] = -1
+                        how[count] = 1
+                        count += 1
+    return count
+
+
+@njit(cache=True, fastmath=True)
 def spread_knowledge(
-    transfer: np.ndarray,  # (B, N, N) bool: sender -> receiver this tick
+    directed: np.ndarray,  # (B, N, N) bool: talk / comfort / warn transfers sender -> receiver this tick
+    pos: np.ndarray,  # (B, E, 2)
+    awake: np.ndarray,  # (B, N) bool
+    affinity: np.ndarray,  # (B, N, N)
+    gossip_p: np.ndarray,  # (B, N): per-tick chance that i passes news to a liked NPC in talking range
+    chance: np.ndarray,  # (B, N, N) float32 uniform draws from the village RNG
+    talk_radius: float,
     knows_death: np.ndarray,  # (B, N, E) bool
     known_culprit: np.ndarray,  # (B, N, E) int
     knows_threat: np.ndarray,  # (B, N, E) bool, updated in place
     learned: np.ndarray,  # (B, N) bool out: receivers that learned of a new threat
     out: np.ndarray,  # (B * N * E, 5) int64 out rows: village, receiver, subject, teller, death was known
 ) -> int:
-    """Receivers learn what their tellers knew at the start of the transfer; the first teller (lowest
-    index) who knew a piece of news is its source. Returns the number of news rows written."""
+    """News travels sender -> receiver by the directed transfers and by ambient gossip between awake
+    NPCs with a positive tie within talking range. Receivers learn what their tellers knew before this
+    tick's transfers; the first teller (lowest index) who knew a piece of news is its source.
+    Returns the number of news rows written (threat knowledge is updated in place)."""
     B, N, E = knows_death.shape
     count = 0
+    transfer = np.zeros((N, N), np.bool_)
     new_threat = np.zeros((N, E), np.bool_)
+    r2 = talk_radius * talk_radius
     for b in range(B):
+        any_transfer = False
+        for i in range(N):
+            for j in range(N):
+                t = False
+                if i != j and awake[b, i] and awake[b, j]:
+                    if directed[b, i, j]:
+                        t = True
+                    elif affinity[b, i, j] > 0.0:
+                        dx = pos[b, j, 0] - pos[b, i, 0]
+                        dy = pos[b, j, 1] - pos[b, i, 1]
+                        if dx * dx + dy * dy <= r2 and chance[b, i, j] < gossip_p[b, i]:
+                            t = True
+                transfer[i, j] = t
+                any_transfer = any_transfer or t
+        if not any_transfer:
+            continue
         for j in range(N):
             for e in range(E):
                 had_death = knows_death[b, j, e]
@@ -231,7 +355,7 @@ def spread_knowledge(
                 if had_death and had_culprit:
                     continue
                 for i in range(N):
-                    if not transfer[b, i, j]:
+                    if not transfer[i, j]:
                         continue
                     tells_death = knows_death[b, i, e] and not had_death
                     tells_culprit = known_culprit[b, i, e] >= 0 and not had_culprit and had_death
@@ -248,7 +372,7 @@ def spread_knowledge(
             for e in range(E):
                 new_threat[j, e] = False
             for i in range(N):
-                if not transfer[b, i, j]:
+                if not transfer[i, j]:
                     continue
                 for e in range(E):
                     if knows_threat[b, i, e] and not knows_threat[b, j, e]:

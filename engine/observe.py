@@ -6,13 +6,13 @@ fear, liking, proximity), so an NPC only ever sees what it knows. Targeted actio
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.constants import N_KINDS, TICKS_PER_DAY, UNTARGETED, Action, EntityKind
-from engine.kernels import N_SLOT_FEATURES, observe_slots
+from engine.kernels import N_SLOT_FEATURES
+from engine.kernels import observe as observe_kernel
 from engine.state import FRIEND, RIVAL, SPOUSE
 from worlds import ROLES
 
@@ -20,12 +20,17 @@ if TYPE_CHECKING:
     from engine.sim import VillageSim
 
 SELF_FEATURES: tuple[str, ...] = (
-    "alive", "health", "hunger", "energy", "social", "grief", "anger_max", "fear_max", "joy",
+    # static (personality and role): first, so they are copied as one block
     "bravery", "aggression", "empathy", "sociability", "diligence",
     *(f"role_{r}" for r in ROLES),
+    # dynamic
+    "alive", "health", "hunger", "energy", "social", "grief", "anger_max", "fear_max", "joy",
     "time_sin", "time_cos", "night", "granary", "dist_home", "dist_work", "busy",
     *(f"doing_{a.name.lower()}" for a in Action),
 )
+# own features the kernel copies from a (B, N, 14) array, in this order, then anger_max and fear_max
+_OWN_DYNAMIC = ("alive", "health", "hunger", "energy", "social", "grief", "joy", "time_sin", "time_cos", "night",
+                "granary", "dist_home", "dist_work", "busy")
 SLOT_FEATURES: tuple[str, ...] = (
     "present",
     # static (from the world): contiguous so one gather fills them
@@ -38,6 +43,8 @@ _SELF_COL = {name: k for k, name in enumerate(SELF_FEATURES)}
 _SLOT_COL = {name: k for k, name in enumerate(SLOT_FEATURES)}
 _STATIC_SLOT_COLS = slice(_SLOT_COL["is_npc"], _SLOT_COL["rival"] + 1)
 _ACTIVITY_COL0 = _SELF_COL["doing_idle"]
+_OWN_COLS = np.array([_SELF_COL[n] for n in (*_OWN_DYNAMIC, "anger_max", "fear_max")], np.int64)
+_N_OWN_STATIC = _SELF_COL["alive"]
 TRAIT_SLICE = slice(SELF_FEATURES.index("bravery"), SELF_FEATURES.index("diligence") + 1)
 ROLE_SLICE = slice(SELF_FEATURES.index(f"role_{ROLES[0]}"), SELF_FEATURES.index(f"role_{ROLES[-1]}") + 1)
 
@@ -45,13 +52,6 @@ ROLE_SLICE = slice(SELF_FEATURES.index(f"role_{ROLES[0]}"), SELF_FEATURES.index(
 def observation_layout(slots: int) -> list[str]:
     """Names of every observation feature, in order (used by docs, the bridge's hello and tests)."""
     return list(SELF_FEATURES) + [f"slot{k}.{f}" for k in range(slots) for f in SLOT_FEATURES]
-
-
-@dataclass
-class Geometry:
-    dx: np.ndarray  # (B, N, E) entity minus NPC
-    dy: np.ndarray
-    dist: np.ndarray
 
 
 class Observer:
@@ -63,7 +63,6 @@ class Observer:
         kind = sim.w.entity_kind
         self._is_npc = (kind == EntityKind.NPC).astype(np.float32)
         self._untargeted = np.array([int(a) for a in UNTARGETED])
-        self._geo: Geometry | None = None
         self.refresh_world()
 
     def refresh_world(self) -> None:
@@ -101,72 +100,47 @@ class Observer:
             ],
             -1,
         ).astype(np.float32)
-        self._role_onehot = np.eye(len(ROLES), dtype=np.float32)[w.role]
+        self._own_static = np.concatenate([w.traits, np.eye(len(ROLES), dtype=np.float32)[w.role]], -1)
+        if self._own_static.shape[-1] != _N_OWN_STATIC:
+            raise ValueError("static own features out of step with SELF_FEATURES")
         self._size = np.sqrt((w.size**2).sum(-1))[:, None].astype(np.float32)
 
-    def geometry(self) -> Geometry:
-        """Vectors and distances from every NPC to every entity; computed once per tick, after movement."""
-        s = self.sim.state
-        npc = s.pos[:, : self.sim.N]
-        dx = s.pos[:, None, :, 0] - npc[:, :, None, 0]
-        dy = s.pos[:, None, :, 1] - npc[:, :, None, 1]
-        self._geo = Geometry(dx, dy, np.sqrt(dx * dx + dy * dy))
-        return self._geo
-
     def observe(self) -> tuple[np.ndarray, np.ndarray]:
-        """(B, N, obs_dim) float32 observations and (B, N, n_actions) bool masks."""
+        """(B, N, obs_dim) float32 observations and (B, N, n_actions) bool masks (one compiled pass)."""
         sim = self.sim
         s, w, t = sim.state, sim.w, sim.t
         B, N = sim.B, sim.N
-        alive_npc = s.alive[:, :N]
-
-        # --- salience, slot choice, slot features and the targeted part of the mask (compiled kernel)
         obs = np.empty((B, N, self.obs_dim), np.float32)
         mask = np.empty((B, N, sim.n_actions), bool)
-        free = alive_npc & ~s.busy
-        anger_max = np.empty((B, N), np.float32)
-        fear_max = np.empty((B, N), np.float32)
-        observe_slots(
-            s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, 1e-6), s.grief, w.sight_radius,
-            s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
-            self._static_score, self._close, self._static_feats, free, t.reach, len(SELF_FEATURES),
-            obs, self.slot_entity, mask, anger_max, fear_max,
-        )
-
-        # --- own state
-        own = obs[..., : len(SELF_FEATURES)]
-        c = _SELF_COL
         tod = sim.time_of_day / TICKS_PER_DAY * 2 * np.pi
         npc_pos = s.pos[:, :N]
-        own[..., c["alive"]] = alive_npc
-        own[..., c["health"]] = s.health[:, :N] / np.maximum(w.max_health[:, :N], 1e-6)
-        own[..., c["hunger"]] = s.hunger
-        own[..., c["energy"]] = s.energy
-        own[..., c["social"]] = s.social
-        own[..., c["grief"]] = s.grief
-        own[..., c["anger_max"]] = anger_max
-        own[..., c["fear_max"]] = fear_max
-        own[..., c["joy"]] = s.joy
-        own[..., TRAIT_SLICE] = w.traits
-        own[..., ROLE_SLICE] = self._role_onehot
-        own[..., c["time_sin"]] = np.sin(tod)[:, None]
-        own[..., c["time_cos"]] = np.cos(tod)[:, None]
-        own[..., c["night"]] = sim.is_night[:, None]
-        own[..., c["granary"]] = s.granary[:, None]
-        home_d = npc_pos - w.home_pos
-        work_d = npc_pos - w.work_pos
-        own[..., c["dist_home"]] = np.sqrt((home_d**2).sum(-1)) / self._size
-        own[..., c["dist_work"]] = np.sqrt((work_d**2).sum(-1)) / self._size
-        own[..., c["busy"]] = s.busy
-        own[..., _ACTIVITY_COL0:_ACTIVITY_COL0 + N_KINDS] = 0.0
-        bb, ii = np.nonzero(s.busy)
-        own[bb, ii, _ACTIVITY_COL0 + s.activity[bb, ii]] = 1.0
-        obs[~alive_npc] = 0.0
-
-        # --- untargeted part of the action mask; busy or dead: only IDLE ("carry on" / nothing)
-        mask[..., 1:len(UNTARGETED)] = free[..., None]
-        mask[..., UNTARGETED.index(Action.EAT)] &= s.granary[:, None] > 0
-        mask[..., 0] = True
+        ones = np.ones((B, N), np.float32)
+        own_dynamic = np.stack(
+            [
+                s.alive[:, :N],
+                s.health[:, :N] / np.maximum(w.max_health[:, :N], 1e-6),
+                s.hunger,
+                s.energy,
+                s.social,
+                s.grief,
+                s.joy,
+                ones * np.sin(tod)[:, None],
+                ones * np.cos(tod)[:, None],
+                ones * sim.is_night[:, None],
+                ones * s.granary[:, None],
+                np.sqrt(((npc_pos - w.home_pos) ** 2).sum(-1)) / self._size,
+                np.sqrt(((npc_pos - w.work_pos) ** 2).sum(-1)) / self._size,
+                s.busy,
+            ],
+            -1,
+        ).astype(np.float32)
+        observe_kernel(
+            s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, 1e-6), s.grief, w.sight_radius,
+            s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
+            self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
+            s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.reach, len(SELF_FEATURES),
+            obs, self.slot_entity, mask,
+        )
         return obs, mask
 
     def global_state(self) -> np.ndarray:

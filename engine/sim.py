@@ -33,8 +33,8 @@ from engine.constants import (
     Reaction,
     Tuning,
 )
-from engine.events import HOW_FOUND_BODY, HOW_TOLD, HOW_WARNED, HOW_WITNESSED, EventLog
-from engine.kernels import spread_knowledge, threat_fear_and_decay
+from engine.events import HOW_TOLD, HOW_WARNED, EventLog
+from engine.kernels import perceive, spread_knowledge, threat_fear_and_decay
 from engine.state import VillageState, WorldArrays, world_arrays
 from worlds import WorldSpec
 
@@ -118,6 +118,8 @@ class VillageSim:
         )[self._kind_order()]
         self._npc_index = np.arange(self.N)
         self._news_buffer = np.empty((self.B * self.N * self.E, 5), np.int64)
+        self._how_buffer = np.empty(self.B * self.N * self.E, np.int64)
+        self._is_raider = self.w.entity_kind == EntityKind.RAIDER
         self._raider_cols = np.flatnonzero(self.w.entity_kind == EntityKind.RAIDER)
         t = self.t
         self._decay_grief = np.float32(_half_life_factor(t.grief_half_life))
@@ -188,9 +190,9 @@ class VillageSim:
             joy=np.zeros((B, N), f32),
             affinity=w.base_affinity.copy(),
             knows_death=np.zeros((B, N, E), bool),
-            known_culprit=np.full((B, N, E), -1, np.int64),
-            learned_tick=np.full((B, N, E), -1, np.int64),
-            learned_from=np.full((B, N, E), -2, np.int64),
+            known_culprit=np.full((B, N, E), -1, np.int32),
+            learned_tick=np.full((B, N, E), -1, np.int32),
+            learned_from=np.full((B, N, E), -2, np.int32),
             knows_threat=np.zeros((B, N, E), bool),
             actor_mode=np.where(present[:, N:], ActorMode.IDLE, ActorMode.OFF_MAP).astype(np.int64),
             actor_target=np.full((B, M), -1, np.int64),
@@ -407,7 +409,6 @@ class VillageSim:
         s.death_pos = np.where(just_died[..., None], s.pos, s.death_pos)
         s.killer = np.where(just_died, hitter, s.killer)
         self._record_hits(hits, just_died)
-        sight = w.sight_radius[:, None, None]
         awake = s.alive[:, :N] & ~sleeping
         # attacked NPCs wake up, feel fear and anger toward the attacker, and know the threat
         if hits:
@@ -426,37 +427,24 @@ class VillageSim:
             wb, wi = np.nonzero(seen)
             self._know_threat(bb[wb], wi, aa[wb])
 
-        # 7. perception of deaths, bodies and raiders (bodies lie where they fell: distances are geo.dist)
-        geo = self.observer.geometry()
-        if just_died.any():
-            witness = just_died[:, None, :] & (geo.dist <= sight) & awake[..., None]
-            wb, wi, we = self._learn(witness, s.killer, HOW_WITNESSED)
-            culprit = s.killer[wb, we]
-            known = culprit >= 0
-            self._know_threat(wb[known], wi[known], culprit[known])
-            self.died = just_died[:, :N]
-        else:
-            self.died = np.zeros((B, N), bool)
-        dead_bodies = ~s.alive & (s.death_tick >= 0)
-        if dead_bodies.any():
-            found = dead_bodies[:, None, :] & (geo.dist <= t.body_discovery_radius) & awake[..., None]
-            found &= ~s.knows_death
-            if found.any():
-                self._learn(found, None, HOW_FOUND_BODY)
-        raider_cols = self._raider_cols
-        if len(raider_cols) and s.present[:, raider_cols].any():
-            seen = (s.present[:, None, raider_cols] & s.alive[:, None, raider_cols]
-                    & (geo.dist[:, :, raider_cols] <= sight) & awake[..., None])
-            seen &= ~s.knows_threat[:, :, raider_cols]
-            if seen.any():
-                s.knows_threat[:, :, raider_cols] |= seen
-                self._learned |= seen.any(-1)
+        # 7. first-hand perception: witnesses of deaths, bodies found, raiders seen
+        self.died = just_died[:, :N].copy()
+        dead_body = ~s.alive & (s.death_tick >= 0)
+        if dead_body.any() or (len(self._raider_cols) and s.present[:, self._raider_cols].any()):
+            rows, how = self._news_buffer, self._how_buffer
+            count = perceive(
+                s.pos, s.alive, s.present, just_died, dead_body, s.killer, self._is_raider, awake, w.sight_radius,
+                t.body_discovery_radius, s.knows_death, s.knows_threat, self._learned, rows[:, :4], how,
+            )
+            if count:
+                bb, ii, ee, culprit = (rows[:count, k].copy() for k in range(4))
+                self._note_news(bb, ii, ee, culprit, np.full(count, -1, np.int64), how[:count].copy())
 
         # 8. news spreads: talk, comfort, warn and ambient gossip along positive ties
-        self._spread_news(talking_first, warning_first, awake, geo.dist[:, :, :N])
+        self._spread_news(talking_first, warning_first, awake)
 
         # 9. appraisal of what was learned this tick
-        self._appraise(geo.dist)
+        self._appraise()
         cap = t.emotion_cap
         # anger and fear only ever arise toward known threats: skip the (B, N, E) work until there is one.
         # A known threat in sight keeps fear up (proximity x timidity); grudges against a living, known
@@ -568,48 +556,37 @@ class VillageSim:
             how_k = np.broadcast_to(np.asarray(how), bb.shape)
             self.log.add_messages(bb, s.tick[bb], sender, ii, ee, culprit, how_k)
 
-    def _spread_news(self, talking_first, warning_first, awake, npc_dist) -> None:
-        """Directed transfers sender -> receiver this tick; receivers learn what senders know."""
+    def _spread_news(self, talking_first: np.ndarray, warning_first: np.ndarray, awake: np.ndarray) -> None:
+        """Talk and comfort pass news both ways, warn one way, and acquainted NPCs in talking range gossip."""
         s, w, t = self.state, self.w, self.t
         B, N = self.B, self.N
         if not (s.knows_death.any() or s.knows_threat.any()):
             return
-        transfer = np.zeros((B, N, N), bool)
+        directed = np.zeros((B, N, N), bool)
         b_idx, i_idx = np.nonzero(talking_first | warning_first)
-        warned: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        warned = np.zeros((B, N, N), bool)
         if len(b_idx):
             tgt = s.target[b_idx, i_idx]
             npc_tgt = tgt < N
             b2, i2, t2 = b_idx[npc_tgt], i_idx[npc_tgt], tgt[npc_tgt]
-            transfer[b2, i2, t2] = True
+            directed[b2, i2, t2] = True
             warn = warning_first[b2, i2]
-            warned = (b2[warn], i2[warn], t2[warn])
-            talk = ~warn  # talk and comfort go both ways
-            transfer[b2[talk], t2[talk], i2[talk]] = True
-        # ambient gossip between acquainted NPCs in talking range
-        close = (npc_dist <= t.talk_radius) & (s.affinity > 0)
-        close &= awake[:, :, None] & awake[:, None, :]
-        if close.any():
-            p = w.gossip_probability[:, None, None] * w.traits[:, :, 3][..., None]
-            transfer |= close & (self.rng.random((B, N, N), dtype=np.float32) < p)
-        transfer[:, self._npc_index, self._npc_index] = False
-        transfer &= awake[:, :, None] & awake[:, None, :]  # the dead and the sleeping neither tell nor hear
-        if not transfer.any():
-            return
+            warned[b2[warn], i2[warn], t2[warn]] = True
+            talk = ~warn
+            directed[b2[talk], t2[talk], i2[talk]] = True
+        chance = self.rng.random((B, N, N), dtype=np.float32)
+        gossip_p = w.gossip_probability[:, None] * w.traits[:, :, 3]
         rows = self._news_buffer
-        count = spread_knowledge(transfer, s.knows_death, s.known_culprit, s.knows_threat, self._learned, rows)
+        count = spread_knowledge(directed, s.pos, awake, s.affinity, gossip_p, chance, t.talk_radius,
+                                 s.knows_death, s.known_culprit, s.knows_threat, self._learned, rows)
         if not count:
             return
-        bb, jj, ee, teller, death_known = (rows[:count, k] for k in range(5))
+        bb, jj, ee, teller, death_known = (rows[:count, k].copy() for k in range(5))
         culprit = s.known_culprit[bb, teller, ee]
-        how = np.full(count, HOW_TOLD)
-        if warned is not None and len(warned[0]):
-            warned_pair = np.zeros((B, N, N), bool)
-            warned_pair[warned] = True
-            how = np.where(warned_pair[bb, teller, jj], HOW_WARNED, how)
+        how = np.where(warned[bb, teller, jj], HOW_WARNED, HOW_TOLD)
         self._note_news(bb, jj, ee, culprit, teller, how, death_known=death_known.astype(bool))
 
-    def _appraise(self, dist: np.ndarray) -> None:
+    def _appraise(self) -> None:
         """OCC-style appraisal of the news of this tick: deaths (grief, gloating) and culprits (anger, fear)."""
         s, w, t = self.state, self.w, self.t
         if not self._news:
@@ -639,7 +616,8 @@ class VillageSim:
             bravery, aggression = w.traits[cb, ci, 0], w.traits[cb, ci, 1]
             not_self = kk != ci
             np.add.at(s.anger, (cb, ci, kk), not_self * t.anger_gain * close * (0.3 + aggression))
-            proximity = np.exp(-dist[cb, ci, kk] / w.sight_radius[cb])
+            dist = np.sqrt(((s.pos[cb, ci] - s.pos[cb, kk]) ** 2).sum(-1))
+            proximity = np.exp(-dist / w.sight_radius[cb])
             fear = t.fear_gain * (1 - bravery) * (0.5 + close) * np.where(near, proximity, t.hearsay_fear)
             np.add.at(s.fear, (cb, ci, kk), not_self * fear)
             self._know_threat(cb[not_self], ci[not_self], kk[not_self])
