@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     world = load_world(args.world)
     policy, note = _load_policy(args.policy, args.seed)
 
-    from village.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
+    from engine.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
 
     slots = int(getattr(policy, "slots", None) or 4)
     scenario = args.scenario
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _clock(tick: int) -> str:
-    from village.timeline import clock
+    from engine.timeline import clock
 
     return clock(tick)
 
@@ -127,7 +127,7 @@ def _chart(tl: Any, path: str) -> None:
     import numpy as np
 
     from engine.constants import EventType, Reaction
-    from village.timeline import EMOTIONS
+    from engine.timeline import EMOTIONS
 
     victims = [d.target for d in tl.deaths if d.target < tl.n_npcs]
     people = sorted({int(i) for v in victims for i in np.flatnonzero(tl.close[v])} - set(victims))

@@ -1,0 +1,144 @@
+"""`village train`: headless training of NPC brains (Dr. MAS, MAPPO or IPPO) on CPU or GPU.
+
+Every option of npc_brains.config.TrainConfig is a flag (underscores become dashes) and a key of the
+--config TOML file. Precedence: built-in defaults < checkpoint (with --resume) < --config file < flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from village.cli import UserError
+
+HELP = {
+    "world": "world id, TOML file, generated:N[:SEED], or a comma-separated pool of same-size worlds",
+    "env": "train on a PettingZoo ParallelEnv instead: 'module:factory' (discrete actions)",
+    "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone)",
+    "steps": "training budget in NPC-steps (rounded up to whole updates)",
+    "envs": "villages stepped in parallel (0 = auto)",
+    "device": "auto | cpu | cuda | cuda:N",
+    "seed": "random seed",
+    "run_dir": "where metrics.jsonl, checkpoints/ and policy.pt go",
+    "checkpoint_every": "write checkpoints/last.pt every this many updates",
+    "rollout": "ticks collected per update",
+    "central_critic": "centralised critic on the village's global state (MAPPO, Dr. MAS)",
+    "value_norm": "running normalisation of value targets",
+    "adv_norm": "advantage normalisation: none | global | agent (Dr. MAS) | role",
+    "film": "personality adaptation: FiLM on traits and role",
+    "contrastive": "InfoNCE coefficient of the intent encoder (0 = off)",
+    "constraint": "KL-to-EMA-teacher coefficient (0 = off)",
+    "shaping": "dynamic reward shaping (alignment x state entropy, annealed to 0)",
+    "sync_check": "global sync check: KL matrix, pull back diverging agents, prioritised sampling",
+    "double_buffer": "collect the next batch in a thread while the learner updates",
+    "rollback": "roll back to the last good state after bad epochs",
+    "replay_old_frac": "fraction of replayed old rows in each minibatch (0.3 = the seed's 7:3)",
+    "policy_delay": "update the actor every N updates (2-3 = delayed policy update)",
+    "rollback_on": "comma-separated criteria that make an epoch bad: oscillation,drawdown,conflict,cooperation",
+    "coop_every": "epochs between cooperation-efficiency probes (0 = never)",
+}
+
+
+def _flag_type(annotation: Any) -> Any:
+    text = str(annotation)
+    if "bool" in text:
+        return bool
+    if "int" in text:
+        return int
+    if "float" in text:
+        return float
+    return str
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from npc_brains.config import TrainConfig
+
+    parser.add_argument("--config", metavar="FILE", help="TOML file with any of the options below (same keys)")
+    parser.add_argument("--resume", nargs="?", const="auto", metavar="CHECKPOINT",
+                        help="continue a run: its checkpoints/last.pt (default) or the given checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="start afresh even if --run-dir holds a run")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    main = parser.add_argument_group("run")
+    tuning = parser.add_argument_group("hyperparameters and Dr. MAS components (see docs/training.md)")
+    main_names = ("world", "env", "algo", "steps", "envs", "device", "seed", "run_dir", "checkpoint_every")
+    for f in fields(TrainConfig):
+        group = main if f.name in main_names else tuning
+        flag = "--" + f.name.replace("_", "-")
+        kind = _flag_type(f.type)
+        help_text = HELP.get(f.name, "")
+        default = f.default
+        shown = "algo preset" if default is None else (",".join(default) if isinstance(default, tuple) else default)
+        help_text = f"{help_text} (default: {shown})" if help_text else f"default: {shown}"
+        if kind is bool:
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif f.name == "rollback_on":
+            group.add_argument(flag, dest=f.name, default=None, metavar="LIST", help=help_text)
+        else:
+            group.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.split("_")[-1].upper(),
+                               help=help_text)
+
+
+def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
+    """(TrainConfig, checkpoint to resume or None) from defaults, checkpoint, TOML and flags."""
+    from npc_brains.config import TrainConfig, config_from_dict, load_toml_config
+
+    flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+    layered: dict[str, Any] = {}
+    if args.config:
+        layered.update(load_toml_config(args.config))
+    layered.update(flags)
+    resume: Path | None = None
+    if args.resume is not None:
+        from npc_brains.trainer import config_from_checkpoint
+
+        if args.resume == "auto":
+            run_dir = layered.get("run_dir", TrainConfig.run_dir)
+            resume = Path(run_dir) / "checkpoints" / "last.pt"
+            if not resume.is_file():
+                raise UserError(f"--resume: nothing to resume in {run_dir} (no checkpoints/last.pt)")
+        else:
+            resume = Path(args.resume)
+        cfg = config_from_checkpoint(resume, layered)
+        return cfg, resume
+    return config_from_dict(layered, source=args.config or "flags"), None
+
+
+def run(args: argparse.Namespace) -> int:
+    from npc_brains.checkpoint import CheckpointError
+    from npc_brains.config import ConfigError
+
+    try:
+        cfg, resume = build_config(args)
+        run_dir = Path(cfg.run_dir)
+        if resume is None and (run_dir / "checkpoints" / "last.pt").exists() and not args.overwrite:
+            raise UserError(f"run-dir: {run_dir} already holds a run; pass --resume to continue it, "
+                            "--overwrite to start afresh, or choose another --run-dir")
+        if resume is None and args.overwrite:
+            (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        from npc_brains.trainer import Trainer
+
+        trainer = Trainer(cfg, progress=not args.no_progress, resume=resume)
+    except (ConfigError, CheckpointError) as exc:
+        raise UserError(str(exc)) from None
+    c = trainer.cfg
+    where = c.env if c.env else c.world
+    print(f"village train: {c.algo} on {where}, {trainer.B} envs x {trainer.N} agents, {trainer.total_updates} "
+          f"updates of {trainer.rows_per_update} NPC-steps, device {trainer.device}"
+          + (f", resuming at step {trainer.global_step}" if resume else ""), file=sys.stderr)
+    start = time.perf_counter()
+    result = trainer.train()
+    wall = time.perf_counter() - start
+    ret = "n/a" if result.final_return is None else f"{result.final_return:.3f}"
+    if result.interrupted:
+        print(f"village train: interrupted at step {trainer.global_step}; checkpoint saved in "
+              f"{trainer.ckpt_dir}; continue with --resume", file=sys.stderr)
+        return 130
+    print(f"village train: done: {trainer.global_step} NPC-steps in {wall:.1f}s "
+          f"({result.steps / max(wall, 1e-9):.0f} steps/s), episode_return_mean {ret}, rollbacks {result.rollbacks}; "
+          f"metrics {c.run_dir}/metrics.jsonl, policy {c.run_dir}/policy.pt", file=sys.stderr)
+    return 0
+
