@@ -135,6 +135,7 @@ class VillageSim:
         self.last_reward = np.zeros((self.B, self.N), np.float32)
         self.died = np.zeros((self.B, self.N), bool)
         self.reaction = np.zeros((self.B, self.N), np.int64)
+        self._prev_reaction = self.reaction.copy()
         self.obs, self.mask = self.observer.observe()
 
     # ------------------------------------------------------------------ set-up
@@ -227,9 +228,11 @@ class VillageSim:
             for b in villages:
                 self.log.clear(int(b))
             self.commands = [c for c in self.commands if c.village not in set(villages.tolist())]
-        self.last_reward[:] = 0
-        self.died[:] = False
-        self.reaction[:] = 0
+        rows = slice(None) if villages is None else villages
+        self.last_reward[rows] = 0
+        self.died[rows] = False
+        self.reaction[rows] = 0
+        self._prev_reaction[rows] = 0
         self.obs, self.mask = self.observer.observe()
 
     def command(self, village: int, actor: int | str, op: str, target: int | str = -1,
@@ -663,8 +666,7 @@ class VillageSim:
     def _record_reactions(self) -> None:
         """Log a reaction event when an NPC starts showing a label, with a cause link."""
         s = self.state
-        prev = getattr(self, "_prev_reaction", np.zeros_like(self.reaction))
-        started = (self.reaction != prev) & (self.reaction != Reaction.NONE)
+        started = (self.reaction != self._prev_reaction) & (self.reaction != Reaction.NONE)
         self._prev_reaction = self.reaction.copy()
         bb, ii = np.nonzero(started)
         if not len(bb):
@@ -678,6 +680,9 @@ class VillageSim:
         consoling = label == Reaction.CONSOLING
         latest_known = np.argmax(s.learned_tick[bb, ii], axis=1)
         cause = np.where(consoling, s.death_event[bb, latest_known], cause)
+        # an alarm is about the threat the warner fears most among those it knows
+        feared = np.argmax(np.where(s.knows_threat[bb, ii], s.fear[bb, ii] + 1e-3, -1.0), axis=1)
+        cause = np.where(label == Reaction.ALARM, s.threat_event[bb, feared], cause)
         intensity = np.select(
             [label == Reaction.MOURNING, revenge, label == Reaction.FEAR],
             [s.grief[bb, ii], s.anger[bb, ii, tt], s.fear[bb, ii, tt]],
