@@ -37,6 +37,7 @@ T_TALK, T_COMFORT, T_MOURN, T_ATTACK, T_FLEE, T_WARN = range(6)
 N_UNTARGETED = 5
 TICKS_PER_DAY = 144
 NO_SLOT = -1e9
+TAKEN = np.float32(-3e38)  # finite: fastmath assumes no infinities
 
 
 @njit(cache=True, fastmath=True)
@@ -151,12 +152,12 @@ def observe(
             a0 = N_UNTARGETED
             for k in range(K):
                 best = 0
-                best_score = -np.inf
+                best_score = TAKEN
                 for e in range(E):
                     if score[e] > best_score:
                         best_score = score[e]
                         best = e
-                score[best] = -np.inf
+                score[best] = TAKEN
                 slot_entity[b, i, k] = best
                 base = slot_offset + k * N_SLOT_FEATURES
                 if best_score <= NO_SLOT / 2:
@@ -223,6 +224,8 @@ def threat_fear_and_decay(
     for b in range(B):
         radius = sight[b]
         for i in range(N):
+            if not alive[b, i]:
+                continue
             px = pos[b, i, 0]
             py = pos[b, i, 1]
             timid = 1.0 - bravery[b, i]

@@ -240,9 +240,19 @@ class VillageSim:
         """Queue an order for a non-NPC actor; names or entity indices are accepted."""
         if op not in COMMAND_OPS:
             raise ValueError(f"command op must be one of {COMMAND_OPS}, got {op!r}")
+        if not 0 <= village < self.B:
+            raise ValueError(f"village must be in 0..{self.B - 1}, got {village}")
         names = self.entity_names[village]
-        actor_i = names.index(actor) if isinstance(actor, str) else int(actor)
-        target_i = names.index(target) if isinstance(target, str) else int(target)
+
+        def entity(name: int | str, what: str) -> int:
+            if isinstance(name, str):
+                if name not in names:
+                    raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(names)}")
+                return names.index(name)
+            return int(name)
+
+        actor_i = entity(actor, "actor")
+        target_i = entity(target, "target")
         if not self.N <= actor_i < self.E:
             raise ValueError(f"actor must be a non-NPC actor (index {self.N}..{self.E - 1}), got {actor!r}")
         if op in ("kill", "attack", "gift") and not 0 <= target_i < self.E:
@@ -262,10 +272,15 @@ class VillageSim:
 
     def _new_event_ids(self, village: np.ndarray) -> np.ndarray:
         """Consecutive ids per village for a batch of new events, in the given order."""
-        ids = np.empty(len(village), np.int64)
-        for k, b in enumerate(village):  # events per tick are few; this is not a loop over NPCs
-            ids[k] = self.state.event_count[b]
-            self.state.event_count[b] += 1
+        village = np.asarray(village, np.int64)
+        n = len(village)
+        order = np.argsort(village, kind="stable")
+        in_order = village[order]
+        first_of_village = np.r_[True, in_order[1:] != in_order[:-1]] if n else np.zeros(0, bool)
+        group_start = np.maximum.accumulate(np.where(first_of_village, np.arange(n), 0)) if n else order
+        ids = np.empty(n, np.int64)
+        ids[order] = self.state.event_count[in_order] + (np.arange(n) - group_start)
+        np.add.at(self.state.event_count, village, 1)
         return ids
 
     def _gather_pos(self, entity: np.ndarray) -> np.ndarray:
@@ -419,6 +434,7 @@ class VillageSim:
             aa = np.concatenate([h[1] for h in hits])
             tt = np.concatenate([h[2] for h in hits])
             victim_npc = tt < N
+            victim_npc[victim_npc] &= s.alive[bb[victim_npc], tt[victim_npc]]  # the killed feel nothing more
             vb, va, vt = bb[victim_npc], aa[victim_npc], tt[victim_npc]
             np.add.at(s.fear, (vb, vt, va), t.fear_gain * 0.5 * (1 - bravery[vb, vt]))
             np.add.at(s.anger, (vb, vt, va), t.anger_gain * 0.5 * aggression[vb, vt])
@@ -428,7 +444,8 @@ class VillageSim:
             d_w = np.linalg.norm(s.pos[bb, :N] - attack_pos[:, None, :], axis=-1)
             seen = (d_w <= w.sight_radius[bb][:, None]) & awake[bb]
             wb, wi = np.nonzero(seen)
-            self._know_threat(bb[wb], wi, aa[wb])
+            not_attacker = wi != aa[wb]
+            self._know_threat(bb[wb][not_attacker], wi[not_attacker], aa[wb][not_attacker])
 
         # 7. first-hand perception: witnesses of deaths, bodies found, raiders seen
         self.died = just_died[:, :N].copy()
@@ -479,8 +496,7 @@ class VillageSim:
 
         s.tick = s.tick + 1
         self.reaction = self._label_reactions()
-        if self.record:
-            self._record_reactions()
+        self._record_reactions()
         self.obs, self.mask = self.observer.observe()
 
     # ------------------------------------------------------------------ pieces of the tick
@@ -603,13 +619,14 @@ class VillageSim:
         np.add.at(s.grief, (bb, ii), t.grief_gain * closeness * new_death)
         gloat = t.gloat_gain * np.maximum(-like, 0) * new_death
         np.add.at(s.joy, (bb, ii), gloat)
-        if self.record and (gloat > 0.2).any():
+        if (gloat > 0.2).any():  # ids are taken whether or not the log records, so runs stay identical
             g = gloat > 0.2
             gb, gi, gv = bb[g], ii[g], vv[g]
             ids = self._new_event_ids(gb)
-            self.log.add_events(ids, gb, s.tick[gb], EventType.REACTION, gi, gv, s.pos[gb, gi, 0],
-                                s.pos[gb, gi, 1], cause=s.death_event[gb, gv],
-                                reaction=np.full(len(gb), Reaction.GLOATING), intensity=s.joy[gb, gi])
+            if self.record:
+                self.log.add_events(ids, gb, s.tick[gb], EventType.REACTION, gi, gv, s.pos[gb, gi, 0],
+                                    s.pos[gb, gi, 1], cause=s.death_event[gb, gv],
+                                    reaction=np.full(len(gb), Reaction.GLOATING), intensity=s.joy[gb, gi])
         c = culprit_new
         if c.any():
             cb, ci, cv = bb[c], ii[c], vv[c]
@@ -664,12 +681,15 @@ class VillageSim:
         return label
 
     def _record_reactions(self) -> None:
-        """Log a reaction event when an NPC starts showing a label, with a cause link."""
+        """A reaction event when an NPC starts showing a label, with a cause link (logged when recording)."""
         s = self.state
         started = (self.reaction != self._prev_reaction) & (self.reaction != Reaction.NONE)
         self._prev_reaction = self.reaction.copy()
         bb, ii = np.nonzero(started)
         if not len(bb):
+            return
+        ids = self._new_event_ids(bb)  # taken whether or not the log records, so runs stay identical
+        if not self.record:
             return
         tgt = s.target[bb, ii]
         label = self.reaction[bb, ii]
@@ -688,7 +708,6 @@ class VillageSim:
             [s.grief[bb, ii], s.anger[bb, ii, tt], s.fear[bb, ii, tt]],
             default=s.fear[bb, ii].max(-1),
         )
-        ids = self._new_event_ids(bb)
         self.log.add_events(ids, bb, s.tick[bb] - 1, EventType.REACTION, ii, tgt, s.pos[bb, ii, 0],
                             s.pos[bb, ii, 1], cause=cause, reaction=label, intensity=intensity)
 
@@ -749,14 +768,13 @@ class VillageSim:
         raiders = np.flatnonzero(self.w.entity_kind == EntityKind.RAIDER)
         if not len(raiders) or not len(villages):
             return
-        for e in raiders:
+        for e in raiders:  # a slain raider stays dead; the survivors come back healed
             m = e - N
-            s.present[villages, e] = True
-            s.alive[villages, e] = True
-            s.health[villages, e] = self.w.max_health[villages, e]
-            s.death_tick[villages, e] = -1
-            s.pos[villages, e] = self.w.forest_pos[villages]
-            s.actor_mode[villages, m] = ActorMode.RAID
+            back = villages[s.alive[villages, e]]
+            s.present[back, e] = True
+            s.health[back, e] = self.w.max_health[back, e]
+            s.pos[back, e] = self.w.forest_pos[back]
+            s.actor_mode[back, m] = ActorMode.RAID
         for b in villages:
             self._log_simple(int(b), EventType.RAID_START, int(raiders[0]), -1)
 

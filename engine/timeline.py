@@ -15,8 +15,8 @@ import numpy as np
 
 from engine.constants import START_TICK_OF_DAY, TICKS_PER_DAY, EventType, Reaction, Tuning
 from engine.events import HOW_FOUND_BODY, HOW_NAMES, HOW_TOLD, HOW_WARNED, HOW_WITNESSED, Event, Message
-from engine.sim import VillageSim
 from engine.policy_api import Policy
+from engine.sim import VillageSim
 from worlds import Location, WorldSpec
 
 EMOTIONS: tuple[str, ...] = ("grief", "anger", "fear", "joy")

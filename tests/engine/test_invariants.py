@@ -153,3 +153,36 @@ def test_invalid_actions_are_treated_as_idle(seed, ticks):
         np.testing.assert_array_equal(getattr(raw_sim.state, f.name), getattr(clean_sim.state, f.name),
                                       err_msg=f.name)
     np.testing.assert_array_equal(raw_sim.obs, clean_sim.obs)
+
+
+def _bren_attacks_the_player() -> tuple[VillageSim, int, int]:
+    from engine.constants import Action
+    from engine.sim import flat_action
+
+    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none")
+    bren, player = VILLAGE.npc_index("Bren"), sim.entity_names[0].index("player")
+    sim.state.pos[0, player] = sim.state.pos[0, bren] + (0.5, 0.0)
+    sim.obs, sim.mask = sim.observer.observe()
+    slot = int(np.flatnonzero(sim.observer.slot_entity[0, bren] == player)[0])
+    actions = np.zeros((1, sim.N), np.int64)
+    actions[0, bren] = flat_action(Action.ATTACK, slot, sim.K)
+    sim.step(actions)
+    assert sim.state.health[0, player] < sim.t.player_health  # the blow landed
+    return sim, bren, player
+
+
+def test_an_npc_never_counts_itself_as_a_threat():
+    sim, bren, _ = _bren_attacks_the_player()
+    idx = np.arange(sim.N)
+    assert not sim.state.knows_threat[:, idx, idx].any()
+    assert (sim.state.fear[:, idx, idx] == 0).all()
+
+
+def test_the_dead_feel_nothing():
+    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none")
+    alda, player = VILLAGE.npc_index("Alda"), sim.entity_names[0].index("player")
+    sim.state.pos[0, player] = sim.state.pos[0, alda] + (1.0, 0.0)
+    sim.command(0, "player", "kill", target="Alda")
+    sim.step(np.zeros((1, sim.N), np.int64))
+    assert not sim.state.alive[0, alda]
+    assert sim.state.fear[0, alda].max() == 0 and sim.state.anger[0, alda].max() == 0

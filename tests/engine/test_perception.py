@@ -180,7 +180,7 @@ def test_talk_carries_news_both_ways_and_warn_one_way():
     msg = [m for m in sim.log.messages if m.receiver == fenna and m.subject == alda]
     assert msg[0].how == HOW_TOLD and msg[0].sender == bren
     # now Fenna warns Ivo: Ivo learns, Fenna learns nothing back
-    place(sim, "Ivo", 6.0, 46.0)
+    place(sim, "Ivo", 10.0, 44.0)  # a few steps away: the warning shows as "alarm" on the way
     assert sim.w.base_affinity[0, fenna, ivo] <= 0
     s.knows_threat[0, ivo, ent(sim, "raider1")] = True
     refresh(sim)
@@ -193,6 +193,9 @@ def test_talk_carries_news_both_ways_and_warn_one_way():
     assert not s.knows_threat[0, fenna, ent(sim, "raider1")], "a warning goes one way"
     warned = [m for m in sim.log.messages if m.receiver == ivo and m.subject == alda]
     assert warned[0].how == HOW_WARNED
+    (alarm,) = events(sim, EventType.REACTION, reaction=Reaction.ALARM, actor=fenna)
+    assert alarm.target == ivo
+    assert alarm.cause == s.threat_event[0, player] == s.death_event[0, alda]  # about the killer she fears
 
 
 # ---------------------------------------------------------------- appraisal

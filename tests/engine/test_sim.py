@@ -81,11 +81,13 @@ def test_slots_never_show_self_or_duplicates(village):
     rng = np.random.default_rng(0)
     for _ in range(40):
         sim.step(random_valid_actions(sim.mask, rng))
-        slots = sim.observer.slot_entity
-        own = np.arange(sim.N)[None, :, None]
+        living = sim.state.alive[:, : sim.N]  # the dead observe nothing: their slots are meaningless
+        slots = sim.observer.slot_entity[living]
+        own = np.nonzero(living)[1][:, None]
         assert not (slots == own).any()
         ordered = np.sort(slots, -1)
-        assert not (ordered[..., 1:] == ordered[..., :-1]).any()
+        assert not (ordered[:, 1:] == ordered[:, :-1]).any()
+        assert sim.state.present[np.nonzero(living)[0][:, None], slots].all()
 
 
 def test_command_errors_are_clear(village):

@@ -9,8 +9,8 @@ import pytest
 
 from engine.constants import EventType, Reaction
 from engine.events import HOW_FOUND_BODY, HOW_TOLD, HOW_WARNED, HOW_WITNESSED, Event, Message
-from npc_brains.baselines import get_baseline
 from engine.timeline import Timeline, clock, run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
+from npc_brains.baselines import get_baseline
 from worlds import Location, load_world
 
 
