@@ -67,27 +67,28 @@ class VillageVecEnv:
         self.action_names = flat_action_names(self.sim.K)
         self.observation_layout = observation_layout(self.sim.K)
         self.returns = np.zeros(self.num_rows, np.float64)
+        self._village_of_row = np.repeat(np.arange(self.num_envs), self.num_agents)
 
     def _info(self) -> dict:
         sim = self.sim
         return {
             "action_mask": sim.mask.reshape(self.num_rows, -1),
-            "alive": sim.state.alive[:, : sim.N].reshape(-1).copy(),
+            "alive": sim.state.alive[:, : sim.N].reshape(-1).copy(),  # state arrays change in place
             "state": sim.observer.global_state(),
             "traits": sim.w.traits.reshape(self.num_rows, -1),
             "role": sim.w.role.reshape(-1),
-            "village": np.repeat(np.arange(self.num_envs), self.num_agents),
+            "village": self._village_of_row,
         }
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict]:
         self.sim.reset(seed)
         self.returns[:] = 0
-        return self.sim.obs.reshape(self.num_rows, -1).copy(), self._info()
+        return self.sim.obs.reshape(self.num_rows, -1), self._info()
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         sim = self.sim
         sim.step(np.asarray(actions).reshape(sim.B, sim.N))
-        reward = sim.last_reward.reshape(-1).copy()
+        reward = sim.last_reward.reshape(-1).copy()  # reset() zeroes rows in place
         terminated = sim.died.reshape(-1).copy()
         done_villages = sim.truncated
         truncated = np.repeat(done_villages, sim.N) & ~terminated
@@ -95,13 +96,14 @@ class VillageVecEnv:
         info: dict = {}
         if done_villages.any():
             finished = np.repeat(done_villages, sim.N)
-            info["final_obs"] = sim.obs.reshape(self.num_rows, -1).copy()
+            info["final_obs"] = sim.obs.reshape(self.num_rows, -1)
             info["episode_returns"] = self.returns[finished].copy()
             info["episode_return_mean"] = float(self.returns[finished].mean())
             self.returns[finished] = 0
             sim.reset(villages=np.flatnonzero(done_villages))
         info.update(self._info())
-        return sim.obs.reshape(self.num_rows, -1).copy(), reward, terminated, truncated, info
+        # the sim builds fresh obs and mask arrays every tick, so these views are never overwritten
+        return sim.obs.reshape(self.num_rows, -1), reward, terminated, truncated, info
 
 
 def make_vec_env(world: str | WorldSpec | list = "village-v1", num_envs: int = 64, seed: int | None = None,
