@@ -331,35 +331,41 @@ def spread_knowledge(
     Returns the number of news rows written (threat knowledge is updated in place)."""
     B, N, E = knows_death.shape
     count = 0
-    transfer = np.zeros((N, N), np.bool_)
-    new_threat = np.zeros((N, E), np.bool_)
+    tellers = np.empty((N, N), np.int64)  # tellers[j, :n_tellers[j]]: who tells j this tick, ascending
+    n_tellers = np.zeros(N, np.int64)
+    pending_threat = np.zeros((N, E), np.bool_)
     r2 = talk_radius * talk_radius
     for b in range(B):
         any_transfer = False
+        for j in range(N):
+            n_tellers[j] = 0
         for i in range(N):
+            if not awake[b, i]:
+                continue
             for j in range(N):
-                t = False
-                if i != j and awake[b, i] and awake[b, j]:
-                    if directed[b, i, j]:
-                        t = True
-                    elif affinity[b, i, j] > 0.0:
-                        dx = pos[b, j, 0] - pos[b, i, 0]
-                        dy = pos[b, j, 1] - pos[b, i, 1]
-                        if dx * dx + dy * dy <= r2 and chance[b, i, j] < gossip_p[b, i]:
-                            t = True
-                transfer[i, j] = t
-                any_transfer = any_transfer or t
+                if i == j or not awake[b, j]:
+                    continue
+                t = directed[b, i, j]
+                if not t and affinity[b, i, j] > 0.0:
+                    dx = pos[b, j, 0] - pos[b, i, 0]
+                    dy = pos[b, j, 1] - pos[b, i, 1]
+                    t = dx * dx + dy * dy <= r2 and chance[b, i, j] < gossip_p[b, i]
+                if t:
+                    tellers[j, n_tellers[j]] = i
+                    n_tellers[j] += 1
+                    any_transfer = True
         if not any_transfer:
             continue
         for j in range(N):
+            if n_tellers[j] == 0:
+                continue
             for e in range(E):
                 had_death = knows_death[b, j, e]
                 had_culprit = known_culprit[b, j, e] >= 0
                 if had_death and had_culprit:
                     continue
-                for i in range(N):
-                    if not transfer[i, j]:
-                        continue
+                for t_k in range(n_tellers[j]):
+                    i = tellers[j, t_k]
                     tells_death = knows_death[b, i, e] and not had_death
                     tells_culprit = known_culprit[b, i, e] >= 0 and not had_culprit and had_death
                     if tells_death or tells_culprit:
@@ -370,19 +376,24 @@ def spread_knowledge(
                         out[count, 4] = 1 if had_death else 0
                         count += 1
                         break
-        # threats: receivers learn every threat their tellers knew before this transfer
+        # threats: receivers learn every threat their tellers knew before this transfer. Tellers' rows
+        # are read before any receiver's row is written (a receiver may also be a teller this tick).
         for j in range(N):
+            if n_tellers[j] == 0:
+                continue
             for e in range(E):
-                new_threat[j, e] = False
-            for i in range(N):
-                if not transfer[i, j]:
+                pending_threat[j, e] = False
+                if knows_threat[b, j, e]:
                     continue
-                for e in range(E):
-                    if knows_threat[b, i, e] and not knows_threat[b, j, e]:
-                        new_threat[j, e] = True
+                for t_k in range(n_tellers[j]):
+                    if knows_threat[b, tellers[j, t_k], e]:
+                        pending_threat[j, e] = True
+                        break
         for j in range(N):
+            if n_tellers[j] == 0:
+                continue
             for e in range(E):
-                if new_threat[j, e]:
+                if pending_threat[j, e]:
                     knows_threat[b, j, e] = True
                     learned[b, j] = True
     return count

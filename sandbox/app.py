@@ -49,7 +49,7 @@ HELP: tuple[tuple[str, str], ...] = (
     ("Shift+click", "tie the selected NPC to another (cycle friend/kin/spouse/rival/none)"),
     ("Click / wheel on a bar", "edit a trait or an affinity in the inspector; click the role to change it"),
     ("Ctrl+S / Ctrl+O", "save the world / load a world"),
-    ("F5", "save the session (replay: village play --replay FILE)"),
+    ("F5", "save the session so far (replay: village play --replay FILE)"),
     ("Ctrl+R", "restart from tick 0 (same seed)"),
     ("H or F1", "this help"),
     ("Esc", "close help or prompt, deselect"),
@@ -79,6 +79,7 @@ class UIState:
     show_help: bool = False
     show_names: bool = True
     feed_filter: bool = False
+    inspector_scroll: int = 0
     prompt: Prompt | None = None
     speed: int = 1
     held: set[int] = field(default_factory=set)  # direction keys held down
@@ -93,7 +94,7 @@ def init_pygame(size: tuple[int, int], *, headless: bool) -> pygame.Surface:
         os.environ["SDL_VIDEODRIVER"] = "dummy"
     pygame.display.init()
     pygame.font.init()
-    screen = pygame.display.set_mode(size)
+    screen = pygame.display.set_mode(size, 0 if headless else pygame.RESIZABLE)
     pygame.display.set_caption("Village sandbox")
     return screen
 
@@ -109,6 +110,7 @@ class SandboxApp:
         self.session_path = session_path
         self.world_path = world_path
         self._last_spec_version = model.spec_version
+        self._last_selected: int | None = None
 
     # ------------------------------------------------------------------ loop
     def run(self, fps: int = 60) -> None:
@@ -141,12 +143,29 @@ class SandboxApp:
         self._after_model_change()
         return due
 
-    def draw(self) -> None:
+    def draw(self, alpha: float | None = None) -> None:
+        """Render a frame; positions are interpolated `alpha` of the way from the last tick to the current
+        one (default: the clock's, so motion is smooth between ticks)."""
         self.ui.speed = self.clock.speed
-        self.renderer.draw(self.screen, self.model, self.ui, self.clock.alpha)
+        if self.ui.selected != self._last_selected:  # a new NPC's inspector starts at the top
+            self.ui.inspector_scroll = 0
+            self._last_selected = self.ui.selected
+        self.renderer.draw(self.screen, self.model, self.ui, self.clock.alpha if alpha is None else alpha)
+
+    def zoom(self, factor: float) -> None:
+        """Zoom the map by `factor` and centre it on the selected NPC (or the map's middle)."""
+        model, r = self.model, self.renderer
+        r.fit(model.spec.width, model.spec.height)
+        r.zoom(factor, r.map_rect.center, model.spec.width, model.spec.height)
+        if self.ui.selected is not None:
+            x, y = model.sim.state.pos[0, self.ui.selected]
+            r.center_on(float(x), float(y))
+        else:
+            r.center_on(model.spec.width / 2, model.spec.height / 2)
 
     def screenshot(self, path: str | Path) -> None:
-        self.draw()
+        """Write the current state (not interpolated) as a PNG."""
+        self.draw(alpha=1.0)
         pygame.image.save(self.screen, str(path))
 
     def close(self) -> None:
@@ -190,18 +209,23 @@ class SandboxApp:
             ui.panning = False
         elif event.type == pygame.MOUSEWHEEL:
             self._wheel(event.y)
-        elif event.type == pygame.WINDOWRESIZED:
+        elif event.type == pygame.VIDEORESIZE:
+            self.screen = pygame.display.get_surface()
             self.renderer.resize(self.screen.get_size())
 
-    def npc_under(self, pos: tuple[int, int]) -> int | None:
-        """The NPC whose sprite is under a screen position, or None (also None off the map)."""
+    def npcs_under(self, pos: tuple[int, int]) -> list[int]:
+        """NPCs whose sprites are under a screen position, nearest first (none off the map)."""
         r = self.renderer
         if not r.map_rect.collidepoint(pos):
-            return None
+            return []
         # sprites stand on their position: aim a little below the cursor, at the feet
         f = r.sprite_factor
         wx, wy = r.camera.to_world(pos[0], pos[1] + 6 * f)
-        return self.model.npc_at(wx, wy, radius=max(PICK_RADIUS_PX, 10 * f) / r.camera.scale)
+        return self.model.npcs_at(wx, wy, radius=max(PICK_RADIUS_PX, 10 * f) / r.camera.scale)
+
+    def npc_under(self, pos: tuple[int, int]) -> int | None:
+        found = self.npcs_under(pos)
+        return found[0] if found else None
 
     def _target(self) -> int | None:
         under = self.npc_under(self.ui.mouse)
@@ -222,7 +246,7 @@ class SandboxApp:
         elif ctrl and key == pygame.K_r:
             model.rebuild()
             model.feed.note(0, f"restarted (seed {model.seed})", INFO)
-        elif ctrl and key == pygame.K_n or key == pygame.K_INSERT:
+        elif (ctrl and key == pygame.K_n) or key == pygame.K_INSERT:
             self._add_npc()
         elif key == pygame.K_SPACE:
             self.clock.set_speed(1 if self.clock.paused else 0)
@@ -255,7 +279,7 @@ class SandboxApp:
         elif key in (pygame.K_h, pygame.K_F1):
             ui.show_help = not ui.show_help
         elif key == pygame.K_F5:
-            self.save_session(self.session_path or "session.toml")
+            ui.prompt = Prompt("save the session as", self.session_path or "session.toml", self._save_session)
         elif key == pygame.K_ESCAPE:
             if ui.show_help:
                 ui.show_help = False
@@ -306,12 +330,16 @@ class SandboxApp:
                 wx, wy = r.camera.to_world(*event.pos)
                 model.command("move", x=wx, y=wy)
                 return
-            hit = self.npc_under(event.pos)
-            shift = bool(pygame.key.get_mods() & pygame.KMOD_SHIFT) or bool(getattr(event, "shift", False))
-            if shift and hit is not None and ui.selected is not None and hit != ui.selected:
-                model.cycle_relationship(model.names[ui.selected], model.names[hit])
+            under = self.npcs_under(event.pos)
+            shift = bool(pygame.key.get_mods() & pygame.KMOD_SHIFT)
+            if shift and ui.selected is not None:
+                others = [i for i in under if i != ui.selected]
+                if others:
+                    model.cycle_relationship(model.names[ui.selected], model.names[others[0]])
+            elif ui.selected in under:  # NPCs standing together: repeated clicks cycle through them
+                ui.selected = under[(under.index(ui.selected) + 1) % len(under)]
             else:
-                ui.selected = hit
+                ui.selected = under[0] if under else None
         elif event.button == 1 and ui.selected is not None:
             for area in r.hit_areas:
                 if area.rect.collidepoint(event.pos):
@@ -331,6 +359,9 @@ class SandboxApp:
                 if current is not None:
                     self._edit(area.edit, current + WHEEL_STEP * notches)
                 return
+        if r.inspector_rect.collidepoint(ui.mouse):
+            limit = ui.inspector_scroll + r.inspector_overflow
+            ui.inspector_scroll = max(0, min(limit, ui.inspector_scroll - 30 * notches))
 
     def _current_value(self, edit: tuple[str, str]) -> float | None:
         from sandbox import editor
@@ -376,6 +407,10 @@ class SandboxApp:
         self.ui.selected = None
         if Path(path).suffix:
             self.world_path = path
+
+    def _save_session(self, path: str) -> None:
+        self.save_session(path)
+        self.session_path = path
 
     def save_session(self, path: str) -> None:
         save_session(self.model.session(), path)

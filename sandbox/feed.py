@@ -93,6 +93,11 @@ class Feed:
         self._events_seen = 0
         self._messages_seen = 0
 
+    @property
+    def seen(self) -> tuple[int, int]:
+        """How many events and messages of the log have been read."""
+        return self._events_seen, self._messages_seen
+
     def note(self, tick: int, text: str, kind: str = INFO) -> None:
         """A line from the sandbox itself (an edit, a saved file, a replay result)."""
         self.lines.append(FeedLine(tick, text, kind))

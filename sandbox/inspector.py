@@ -6,13 +6,14 @@ the app turns a click on an editable bar into a world edit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.constants import ACTION_NAMES, REACTION_NAMES, EventType
-from engine.events import HOW_NAMES
+from engine.events import HOW_NAMES, Event, Message
 from worlds import TRAIT_NAMES
 
 if TYPE_CHECKING:
@@ -45,8 +46,13 @@ def _names(sim: VillageSim) -> list[str]:
     return sim.entity_names[0]
 
 
-def inspect_npc(sim: VillageSim, spec: WorldSpec, i: int) -> list[Section]:
-    """The inspector's sections for NPC `i` of village 0."""
+def inspect_npc(sim: VillageSim, spec: WorldSpec, i: int, *, news: Mapping[tuple[int, int], Message] | None = None,
+                recent: Sequence[Event] | None = None) -> list[Section]:
+    """The inspector's sections for NPC `i` of village 0.
+
+    `news` ((receiver, subject) -> first message) and `recent` (i's latest reaction events, oldest first)
+    are indexes the sandbox keeps as the log grows; without them the log is scanned.
+    """
     s, names = sim.state, _names(sim)
     npc = spec.npcs[i]
     head = Section(f"{npc.name}")
@@ -74,7 +80,7 @@ def inspect_npc(sim: VillageSim, spec: WorldSpec, i: int) -> list[Section]:
         by = f", killed by {names[killer]}" if killer >= 0 else ""
         head.rows.append(Row("status", f"dead since tick {int(s.death_tick[0, i])}{by}", color=(200, 90, 90)))
 
-    traits = Section("traits (click a bar to edit)")
+    traits = Section("traits (click or wheel on a bar)")
     for k, trait in enumerate(TRAIT_NAMES):
         value = float(sim.w.traits[0, i, k])
         traits.rows.append(Row(trait, f"{value:.2f}", bar=value, edit=("trait", trait), color=(120, 170, 230)))
@@ -103,14 +109,15 @@ def inspect_npc(sim: VillageSim, spec: WorldSpec, i: int) -> list[Section]:
         e = int(e)
         culprit = int(s.known_culprit[0, i, e])
         by = f"by {names[culprit]}" if culprit >= 0 else "culprit unknown"
-        knows.rows.append(Row(f"{names[e]} dead", f"{by}; {_source(sim, i, e)}, tick {int(s.learned_tick[0, i, e])}"))
+        source = _source(sim, i, e, news)
+        knows.rows.append(Row(f"{names[e]} dead", f"{by}; {source}, tick {int(s.learned_tick[0, i, e])}"))
     threats = [names[int(e)] for e in np.flatnonzero(s.knows_threat[0, i])]
     if threats:
         knows.rows.append(Row("dangerous", ", ".join(threats)))
     if not knows.rows:
         knows.rows.append(Row("", "nothing unusual"))
 
-    ties = Section("relationships (shift+click an NPC: add/cycle; click a bar: affinity)")
+    ties = Section("ties (shift+click an NPC: add; bar: affinity)")
     for rel in spec.relationships:
         if npc.name not in (rel.a, rel.b):
             continue
@@ -121,26 +128,28 @@ def inspect_npc(sim: VillageSim, spec: WorldSpec, i: int) -> list[Section]:
     if not ties.rows:
         ties.rows.append(Row("", "no ties"))
 
-    recent = Section("recent reactions")
-    shown = [e for e in reversed(sim.log.events)
-             if e.village == 0 and e.type == EventType.REACTION and e.actor == i][:RECENT_REACTIONS]
+    reactions = Section("recent reactions")
+    if recent is None:
+        recent = [e for e in sim.log.events if e.village == 0 and e.type == EventType.REACTION and e.actor == i]
+    shown = list(recent)[::-1][:RECENT_REACTIONS]
     for e in shown:
         target = names[e.target] if 0 <= e.target < len(names) else ""
-        recent.rows.append(Row(f"tick {e.tick}", f"{e.reaction_name} {target} ({e.intensity:.2f})"))
+        reactions.rows.append(Row(f"tick {e.tick}", f"{e.reaction_name} {target} ({e.intensity:.2f})"))
     if not shown:
-        recent.rows.append(Row("", "none yet"))
-    return [head, traits, needs, emotions, knows, ties, recent]
+        reactions.rows.append(Row("", "none yet"))
+    return [head, traits, needs, emotions, knows, ties, reactions]
 
 
-def _source(sim: VillageSim, i: int, e: int) -> str:
-    """How NPC i learned of e's death: told by whom, or saw it / found the body (from the message log)."""
-    sender = int(sim.state.learned_from[0, i, e])
+def _source(sim: VillageSim, i: int, e: int, news: Mapping[tuple[int, int], Message] | None) -> str:
+    """How NPC i learned of e's death: told or warned by whom, or witnessed / found the body."""
     names = _names(sim)
-    for m in sim.log.messages:
-        if m.village == 0 and m.receiver == i and m.subject == e:
-            if m.sender >= 0:
-                return f"{HOW_NAMES[m.how]} by {names[m.sender]}"
-            return HOW_NAMES[m.how]
+    if news is not None:
+        first = news.get((i, e))
+    else:
+        first = next((m for m in sim.log.messages if m.village == 0 and m.receiver == i and m.subject == e), None)
+    if first is not None:
+        return f"{HOW_NAMES[first.how]} by {names[first.sender]}" if first.sender >= 0 else HOW_NAMES[first.how]
+    sender = int(sim.state.learned_from[0, i, e])
     if sender >= 0:
         return f"told by {names[sender]}"
     return "saw it or found the body"

@@ -8,21 +8,24 @@ training and in the bridge. Edits make a new `WorldSpec` and rebuild the simulat
 from __future__ import annotations
 
 import math
+from collections import deque
 from pathlib import Path
 
 import numpy as np
 
-from engine.constants import EntityKind
+from engine.constants import EntityKind, EventType
+from engine.events import Event, Message
+from engine.policy_api import Policy
 from engine.sim import COMMAND_OPS, VillageSim
-from npc_brains.policy_api import Policy
 from sandbox import editor
 from sandbox.feed import EDIT, INFO, Feed
-from sandbox.policy import PolicySource, resolve_policy
+from sandbox.policy import PolicyError, PolicySource, policy_slots, resolve_policy
 from sandbox.session import CommandRecord, Session, state_digest
 from worlds import ROLES, WorldError, WorldSpec, load_world, save_world
 
 SCENARIOS = ("world", "none")
 ENDLESS = 10**9  # the sandbox never truncates an episode
+RECENT = 6  # reactions kept per NPC for the inspector
 STEER_AHEAD = 2.5  # map units ahead of the player a held direction key walks to (actor speed is 2/tick)
 
 
@@ -44,7 +47,6 @@ class SandboxModel:
         self.commands: list[CommandRecord] = []  # everything sent since the last (re)start
         self.script: list[CommandRecord] = []  # commands still to send (a script or a replay)
         self.replaying = False
-        self.tick_count = 0
         self._steering = False
         self.rebuild(world)
         if self.source.note:
@@ -59,13 +61,23 @@ class SandboxModel:
         if seed is not None:
             self.seed = int(seed)
         self.policy = self.source.make(self.seed, self.slots)
+        self.slots = policy_slots(self.policy) or self.slots  # a trained policy fixes K
         self.sim = VillageSim(self.spec, 1, self.seed, slots=self.slots, max_ticks=ENDLESS,
                               scenario=self.scenario, record=True)
+        expected = getattr(self.policy, "obs_dim", None)
+        if isinstance(expected, int) and expected != self.sim.obs.shape[-1]:
+            raise PolicyError(f"policy {self.source.name!r} needs {self.slots} observation slots, but this world "
+                              f"has only {self.sim.E - 1} other entities")
         self.prev_pos = self.sim.state.pos[0].copy()
         self.commands = []
         self.feed.reset()
+        self.news: dict[tuple[int, int], Message] = {}  # (receiver, subject) -> how it first learned
+        self.recent: dict[int, deque[Event]] = {}  # NPC -> its latest reaction events
+        if self.script or self.replaying:
+            self.feed.note(0, "the script or replay stopped: the village was restarted", INFO)
+        self.script = []
+        self.replaying = False
         self._steering = False
-        self.tick_count = 0
 
     @property
     def tick(self) -> int:
@@ -91,8 +103,18 @@ class SandboxModel:
             actions = np.asarray(self.policy.act(obs, mask).actions, np.int64).reshape(1, sim.N)
             self.prev_pos = sim.state.pos[0].copy()
             sim.step(actions)
-            self.tick_count += 1
-            self.feed.update(sim.log, self.names)
+            self._index_log()
+
+    def _index_log(self) -> None:
+        """Feed lines, and per-NPC indexes the inspector reads (first news of each death, recent reactions)."""
+        log = self.sim.log
+        events_before, messages_before = self.feed.seen
+        self.feed.update(log, self.names)
+        for m in log.messages[messages_before:]:
+            self.news.setdefault((m.receiver, m.subject), m)
+        for e in log.events[events_before:]:
+            if e.type == EventType.REACTION:
+                self.recent.setdefault(e.actor, deque(maxlen=RECENT)).append(e)
 
     def _send_due_script(self) -> None:
         while self.script and self.script[0].tick <= self.tick:
@@ -118,6 +140,9 @@ class SandboxModel:
         actor_i = self.player if actor is None else (names.index(actor) if isinstance(actor, str) else int(actor))
         if actor_i < 0:
             self.feed.note(self.tick, "this world has no player actor", INFO)
+            return False
+        if not self.sim.state.alive[0, actor_i] and op != "raid":
+            self.feed.note(self.tick, f"{names[actor_i]} is dead: Ctrl+R restarts", INFO)
             return False
         target_name = None
         if target is not None:
@@ -157,17 +182,27 @@ class SandboxModel:
             self._steering = False
 
     # ------------------------------------------------------------------ queries
-    def npc_at(self, x: float, y: float, radius: float) -> int | None:
-        """The NPC nearest the map point (x, y) within `radius` map units (living ones first), or None."""
+    def npcs_at(self, x: float, y: float, radius: float) -> list[int]:
+        """NPCs within `radius` map units of (x, y), nearest first (the living before the dead)."""
         pos = self.sim.state.pos[0, : self.sim.N]
         d = np.hypot(pos[:, 0] - x, pos[:, 1] - y)
-        d = d + np.where(self.sim.state.alive[0, : self.sim.N], 0.0, radius * 0.5)  # prefer the living
-        i = int(np.argmin(d))
-        return i if d[i] <= radius else None
+        near = np.flatnonzero(d <= radius)
+        dead = ~self.sim.state.alive[0, near]
+        return [int(i) for i in near[np.lexsort((d[near], dead))]]
+
+    def npc_at(self, x: float, y: float, radius: float) -> int | None:
+        """The NPC nearest the map point (x, y) within `radius` map units (living ones first), or None."""
+        found = self.npcs_at(x, y, radius)
+        return found[0] if found else None
 
     # ------------------------------------------------------------------ world editing
     def _edit(self, spec: WorldSpec, message: str) -> None:
-        self.rebuild(spec)
+        previous = self.spec
+        try:
+            self.rebuild(spec)
+        except (ValueError, WorldError):  # e.g. a trained policy's K no longer fits: keep the old world
+            self.rebuild(previous)
+            raise
         self.feed.note(0, f"{message}; restarted at tick 0", EDIT)
 
     def add_npc(self, x: float, y: float, role: str = "farmer") -> str:
@@ -213,7 +248,7 @@ class SandboxModel:
     # ------------------------------------------------------------------ sessions
     def session(self) -> Session:
         """Everything needed to replay the current run from tick 0."""
-        return Session(commands=list(self.commands), seed=self.seed, policy=self.source.name,
+        return Session(commands=list(self.commands), seed=self.seed, policy=self.source.spec,
                        scenario=self.scenario, slots=self.slots, ticks=self.tick,
                        digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
 

@@ -1,20 +1,19 @@
 """Which policy drives the NPCs: `--policy default|scripted|random|PATH`, resolved through npc_brains.
 
-The sandbox never decides what an NPC does; it asks a `Policy` (npc_brains.policy_api) once per tick
+The sandbox never decides what an NPC does; it asks a `Policy` (engine.policy_api) once per tick
 for every NPC at once. A `PolicySource` makes a fresh, seeded policy for each run so that a recorded
 session (seed + commands) replays to the same state.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from npc_brains.policy_api import Policy
+from engine.policy_api import Policy
 
 
 class PolicyError(ValueError):
@@ -31,6 +30,10 @@ class PolicySource:
     name: str
     factory: Callable[[int, int], Policy]
     note: str = ""  # e.g. "no trained policy bundled: using the scripted baseline"
+    spec: str = ""  # what --policy must say to get this policy again (a session stores it); default: name
+
+    def __post_init__(self) -> None:
+        self.spec = self.spec or self.name
 
     def make(self, seed: int, slots: int) -> Policy:
         policy = self.factory(seed, slots)
@@ -39,14 +42,31 @@ class PolicySource:
 
 
 def reseed(policy: object, seed: int) -> None:
-    """Put a policy's own randomness in a known state (its `seed()` method, or its numpy `rng`)."""
+    """Put a policy's own randomness in a known state: its `seed()` method, its numpy `rng`, or its
+    torch `generator` (npc_brains' NumpyPolicy and TorchPolicy sample from those)."""
     seed_method = getattr(policy, "seed", None)
     if callable(seed_method):
         seed_method(seed)
-    elif isinstance(getattr(policy, "rng", None), np.random.Generator):
+        return
+    if isinstance(getattr(policy, "rng", None), np.random.Generator):
         policy.rng = np.random.default_rng(seed)  # type: ignore[attr-defined]
-    if "torch" in sys.modules:  # a torch policy that samples uses torch's global generator
-        sys.modules["torch"].manual_seed(seed)
+    generator = getattr(policy, "generator", None)
+    if callable(getattr(generator, "manual_seed", None)):
+        generator.manual_seed(seed)  # type: ignore[union-attr]
+
+
+def policy_slots(policy: object) -> int | None:
+    """The observation slots K a policy was built for, from its `obs_dim` (None: it adapts to any K)."""
+    from engine.observe import SELF_FEATURES, SLOT_FEATURES
+
+    obs_dim = getattr(policy, "obs_dim", None)
+    if not isinstance(obs_dim, int):
+        return None
+    k, rest = divmod(obs_dim - len(SELF_FEATURES), len(SLOT_FEATURES))
+    if rest or k < 1:
+        raise PolicyError(f"policy {getattr(policy, 'name', '?')!r}: observation width {obs_dim} does not "
+                          f"match this engine's layout ({len(SELF_FEATURES)} + K*{len(SLOT_FEATURES)})")
+    return k
 
 
 def _baseline(name: str) -> Callable[[int, int], Policy]:
@@ -58,9 +78,10 @@ def _baseline(name: str) -> Callable[[int, int], Policy]:
 def _loader() -> Callable[..., Policy] | None:
     try:
         import npc_brains
-    except ImportError:  # pragma: no cover - npc_brains is part of this distribution
+
+        return npc_brains.load_policy
+    except (ImportError, AttributeError):  # a build without the policy runtime
         return None
-    return getattr(npc_brains, "load_policy", None)
 
 
 def resolve_policy(spec: str | Policy) -> PolicySource:
@@ -75,15 +96,19 @@ def resolve_policy(spec: str | Policy) -> PolicySource:
         return PolicySource(spec, _baseline(spec))
     load = _loader()
     if spec == "default":
-        if load is not None:
-            try:
-                loaded = load("default")
-            except (FileNotFoundError, LookupError, ValueError) as exc:
-                return PolicySource("scripted", _baseline("scripted"),
-                                    note=f"no default trained policy ({exc}); using the scripted baseline")
-            return PolicySource("default", lambda seed, slots: loaded)
-        return PolicySource("scripted", _baseline("scripted"),
-                            note="no trained policy in this build; using the scripted baseline")
+        default_path = _default_path()
+        if load is None or default_path is None:
+            return PolicySource("scripted", _baseline("scripted"),
+                                note="no trained policy in this build: using the scripted baseline")
+        if not default_path.is_file():
+            return PolicySource("scripted", _baseline("scripted"),
+                                note="no trained policy bundled yet: using the scripted baseline")
+        try:
+            loaded = load("default")
+        except Exception as exc:  # a broken bundled file must not stop the sandbox: say so, use the baseline
+            return PolicySource("scripted", _baseline("scripted"),
+                                note=f"cannot load the bundled policy ({exc}): using the scripted baseline")
+        return PolicySource("default", lambda seed, slots: loaded)
     path = Path(spec)
     if not path.exists():
         raise PolicyError(f"--policy: expected default, scripted, random or a checkpoint path, got {spec!r} "
@@ -93,6 +118,16 @@ def resolve_policy(spec: str | Policy) -> PolicySource:
                           f"which this build does not have")
     try:
         loaded = load(str(path))
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+    except Exception as exc:  # CheckpointError, OSError, ...: one line for the user, whatever the cause
         raise PolicyError(f"--policy {spec}: cannot load the checkpoint: {exc}") from None
-    return PolicySource(str(getattr(loaded, "name", path.stem)), lambda seed, slots: loaded)
+    return PolicySource(str(getattr(loaded, "name", path.stem)), lambda seed, slots: loaded,
+                        spec=str(path.resolve()))
+
+
+def _default_path() -> Path | None:
+    try:
+        import npc_brains
+
+        return Path(npc_brains.DEFAULT_POLICY)
+    except (ImportError, AttributeError):
+        return None

@@ -50,12 +50,12 @@ def day_tint(tick_of_day: float) -> tuple[int, int, int]:
     return _TINT_KEYS[-1][1]
 
 
-def affinity_color(affinity: float) -> tuple[int, int, int]:
-    """Red for dislike, grey for indifference, green for liking."""
-    a = max(-1.0, min(1.0, affinity))
-    grey = np.array([170, 170, 170])
-    end = np.array([60, 220, 90]) if a >= 0 else np.array([235, 60, 60])
-    return tuple(int(v) for v in grey + (end - grey) * abs(a))  # type: ignore[return-value]
+def affinity_colors(affinity: np.ndarray) -> np.ndarray:
+    """(..., 3) uint8 colours: red for dislike, grey for indifference, green for liking."""
+    a = np.clip(np.asarray(affinity, np.float64), -1.0, 1.0)[..., None]
+    grey = np.array([170.0, 170.0, 170.0])
+    end = np.where(a >= 0, np.array([60.0, 220.0, 90.0]), np.array([235.0, 60.0, 60.0]))
+    return (grey + (end - grey) * np.abs(a)).astype(np.uint8)
 
 
 @dataclass
@@ -95,8 +95,12 @@ class Renderer:
         self.camera = Camera()
         self._background: pygame.Surface | None = None
         self._background_key: tuple | None = None
+        self._tiles: dict[tuple[str, str], pygame.Surface] = {}
+        self._sprite_names: list[str] = []
+        self._sprite_names_key: tuple | None = None
         self._fitted_for: tuple | None = None
         self.hit_areas: list[HitArea] = []
+        self.inspector_overflow = 0  # pixels of inspector content below the panel (scrollable)
         self._inspector_key: tuple | None = None
         self._inspector: list[Section] = []
         self.resize(size)
@@ -108,7 +112,7 @@ class Renderer:
         panel_w = int(min(440, max(320, w * 0.32)))
         self.map_rect = pygame.Rect(0, TOP_BAR, w - panel_w, h - TOP_BAR)
         self.panel_rect = pygame.Rect(w - panel_w, TOP_BAR, panel_w, h - TOP_BAR)
-        inspector_h = int(self.panel_rect.h * 0.6)
+        inspector_h = int(self.panel_rect.h * 0.63)
         self.inspector_rect = pygame.Rect(self.panel_rect.x, TOP_BAR, panel_w, inspector_h)
         self.feed_rect = pygame.Rect(self.panel_rect.x, TOP_BAR + inspector_h, panel_w, self.panel_rect.h - inspector_h)
         self._fitted_for = None
@@ -118,7 +122,7 @@ class Renderer:
         r = self.map_rect
         scale = min(r.w / width, r.h / height) * 0.97
         self.camera = Camera(scale, r.x + (r.w - width * scale) / 2, r.y + (r.h - height * scale) / 2)
-        self._background_key = None
+        self._fitted_for = (width, height, self.size)
 
     def zoom(self, factor: float, at: tuple[int, int], width: float, height: float) -> None:
         r = self.map_rect
@@ -127,6 +131,11 @@ class Renderer:
         new = min(max(cam.scale * factor, fit * 0.5), 80.0)
         wx, wy = cam.to_world(*at)
         self.camera = Camera(new, at[0] - wx * new, at[1] - wy * new)
+
+    def center_on(self, x: float, y: float) -> None:
+        """Put the map point (x, y) in the middle of the map rectangle."""
+        r = self.map_rect
+        self.camera = Camera(self.camera.scale, r.centerx - x * self.camera.scale, r.centery - y * self.camera.scale)
 
     def pan(self, dx: float, dy: float) -> None:
         self.camera = Camera(self.camera.scale, self.camera.ox + dx, self.camera.oy + dy)
@@ -193,22 +202,28 @@ class Renderer:
         x1, y1 = to_local(spec.width, spec.height)
         world_rect = pygame.Rect(x0, y0, x1 - x0, y1 - y0)
         surface.fill(GRASS, world_rect)
-        rng = np.random.default_rng(zlib.crc32(spec.id.encode()))
-        tufts = int(world_rect.w * world_rect.h / 260)
-        xs = rng.integers(world_rect.left, max(world_rect.right, world_rect.left + 1), tufts)
-        ys = rng.integers(world_rect.top, max(world_rect.bottom, world_rect.top + 1), tufts)
-        shades = rng.integers(0, 2, tufts)
-        for x, y, shade in zip(xs, ys, shades, strict=True):
-            color = (80, 132, 68) if shade else (106, 160, 88)
-            surface.fill(color, (int(x), int(y), 2, 2))
+        # grass: one seeded noise tile, repeated from the world's origin so it pans with the map
+        tile = self._grass_tile(spec.id)
+        tw, th = tile.get_size()
+        visible = world_rect.clip(surface.get_rect())
+        if visible.w > 0 and visible.h > 0:
+            surface.set_clip(visible)
+            first_x = world_rect.x + (visible.x - world_rect.x) // tw * tw
+            first_y = world_rect.y + (visible.y - world_rect.y) // th * th
+            for tx in range(first_x, visible.right, tw):
+                for ty in range(first_y, visible.bottom, th):
+                    surface.blit(tile, (tx, ty))
+            surface.set_clip(None)
         # dirt paths from the square to every place
         squares = spec.locations_of_kind("square")
         hub = squares[0] if squares else None
         path_w = max(2, int(cam.scale * 1.1))
+        crowded = len(spec.locations) > 24
         if hub is not None:
             for loc in spec.locations:
-                if loc is not hub and loc.kind != "forest_edge":
-                    pygame.draw.line(surface, PATH, to_local(hub.x, hub.y), to_local(loc.x, loc.y), path_w)
+                if loc is hub or loc.kind == "forest_edge" or (crowded and loc.kind in ("home", "field")):
+                    continue
+                pygame.draw.line(surface, PATH, to_local(hub.x, hub.y), to_local(loc.x, loc.y), path_w)
         for loc in spec.locations:
             cx, cy = to_local(loc.x, loc.y)
             if loc.kind == "field":
@@ -221,6 +236,8 @@ class Renderer:
                 side = max(16, int(max(loc.radius, 1.6) * 2 * cam.scale))
                 surface.blit(self.sprites.scaled(f"loc_{loc.kind}", side), (cx - side // 2, cy - side // 2))
         for loc in spec.locations:
+            if crowded and cam.scale < 12 and loc.kind in ("home", "field"):
+                continue  # a big village's many houses and fields are named only when zoomed in
             cx, cy = to_local(loc.x, loc.y)
             side = max(16, int(max(loc.radius, 1.6) * 2 * cam.scale))
             label = self.text(loc.name, (250, 246, 230), "s")
@@ -232,6 +249,19 @@ class Renderer:
         self._background = surface
         self._background_key = key
         return surface
+
+    def _grass_tile(self, seed_text: str) -> pygame.Surface:
+        key = ("grass", seed_text)
+        tile = self._tiles.get(key)
+        if tile is None:
+            tile = pygame.Surface((96, 96))
+            tile.fill(GRASS)
+            rng = np.random.default_rng(zlib.crc32(seed_text.encode()))
+            for x, y, shade in zip(rng.integers(0, 95, 36), rng.integers(0, 95, 36), rng.integers(0, 2, 36),
+                                   strict=True):
+                tile.fill((80, 132, 68) if shade else (106, 160, 88), (int(x), int(y), 2, 2))
+            self._tiles[key] = tile
+        return tile
 
     def _positions(self, model: SandboxModel, alpha: float) -> np.ndarray:
         """Screen positions (E, 2) of every entity, interpolated between the last two ticks."""
@@ -252,11 +282,15 @@ class Renderer:
             sx, sy = self.camera.to_screen(*s.death_pos[0, i])
             screen.blit(grave, (int(sx) - 8 * f, int(sy) - 13 * f))
 
-    def _entity_sprite(self, model: SandboxModel, e: int) -> str:
-        sim = model.sim
-        if e < sim.N:
-            return f"npc_{model.spec.npcs[e].role}"
-        return "player" if sim.w.entity_kind[e] == EntityKind.PLAYER else "raider"
+    def _entity_sprites(self, model: SandboxModel) -> list[str]:
+        """Sprite name per entity (NPCs by role, then the player and raiders), cached per world."""
+        key = (model.spec_version, id(model.spec))
+        if self._sprite_names_key != key:
+            sim = model.sim
+            self._sprite_names = [f"npc_{npc.role}" for npc in model.spec.npcs] + [
+                "player" if sim.w.entity_kind[e] == EntityKind.PLAYER else "raider" for e in range(sim.N, sim.E)]
+            self._sprite_names_key = key
+        return self._sprite_names
 
     def _visible(self, model: SandboxModel) -> np.ndarray:
         s = model.sim.state
@@ -271,31 +305,39 @@ class Renderer:
             if e is not None and e in visible:
                 x, y = pos[e]
                 color = (255, 230, 90) if e == ui.selected else (240, 240, 240)
-                pygame.draw.ellipse(screen, color, (int(x) - half, int(y) - 2 * f, 2 * half, 4 * f), 2)
-        for e in order:
-            x, y = pos[e]
-            screen.blit(self.sprites.scaled(self._entity_sprite(model, int(e)), 16 * f),
-                        (int(x) - half, int(y) - 14 * f))
+                pygame.draw.ellipse(screen, color, (int(x) - half - 2, int(y) - 2 * f - 1, 2 * half + 4, 4 * f + 2), 2)
+        if ui.selected is not None and ui.selected in visible:  # the selected one stands in front
+            order = np.concatenate([order[order != ui.selected], [ui.selected]])
+        sprite_names = self._entity_sprites(model)
+        corner = (pos[order] - np.array([half, 14 * f])).astype(np.int64).tolist()
+        screen.blits([(self.sprites.scaled(sprite_names[e], 16 * f), xy)
+                      for e, xy in zip(order.tolist(), corner, strict=True)], doreturn=False)
 
     def _draw_graph(self, screen: pygame.Surface, model: SandboxModel, ui: UIState, pos: np.ndarray) -> None:
         s, N = model.sim.state, model.sim.N
         affinity = s.affinity[0]
         ii, jj = np.nonzero(np.triu(affinity, 1))
         lift = 6 * self.sprite_factor  # from the feet to the middle of the body
-        for i, j in zip(ii.tolist(), jj.tolist(), strict=True):
-            a = float(affinity[i, j])
+        values = affinity[ii, jj]
+        colors = affinity_colors(values)
+        alive = s.alive[0, ii] & s.alive[0, jj]
+        colors[~alive] //= 2  # a dead NPC's ties are dimmed
+        color_list = [tuple(c) for c in colors.tolist()]
+        widths = 1 + (np.abs(values) * 2.5).astype(np.int64)
+        for k, (i, j) in enumerate(zip(ii.tolist(), jj.tolist(), strict=True)):
             touches = ui.selected in (i, j)
             if ui.selected is not None and not touches and N > CROWDED:
                 continue
-            width = 1 + int(abs(a) * 2.5) + (1 if touches else 0)
-            color = affinity_color(a)
-            if not (s.alive[0, i] and s.alive[0, j]):
-                color = tuple(c // 2 for c in color)
             start = (int(pos[i, 0]), int(pos[i, 1]) - lift)
             end = (int(pos[j, 0]), int(pos[j, 1]) - lift)
-            pygame.draw.line(screen, color, start, end, width)
+            pygame.draw.line(screen, color_list[k], start, end, int(widths[k]) + touches)
 
     def _draw_labels(self, screen: pygame.Surface, model: SandboxModel, ui: UIState, pos: np.ndarray) -> None:
+        """Emotion icons above heads; under the feet one label per entity: its name and its reaction.
+
+        Labels are placed so they do not overlap: a label that would cover another moves down a line,
+        and is left out if it still cannot fit (the selected NPC's label always shows).
+        """
         sim, s = model.sim, model.sim.state
         N = sim.N
         f = self.sprite_factor
@@ -304,33 +346,63 @@ class Renderer:
         emotions = np.stack([s.grief[0], s.anger[0].max(-1), s.fear[0].max(-1), s.joy[0]], axis=1)
         kinds = ("grief", "anger", "fear", "joy")
         icon_side = 8 + 4 * f
-        for e in self._visible(model):
-            e = int(e)
+        visible = [int(e) for e in self._visible(model)]
+        strongest = emotions.argmax(1)
+        feeling = emotions.max(1) > EMOTION_SHOWN
+        for e in visible:
+            if e >= N or not (feeling[e] or e == ui.selected):
+                continue
             x, y = int(pos[e, 0]), int(pos[e, 1])
             top = y - 14 * f
-            if show_names or e in (ui.selected, ui.hover) or e >= N:
-                label = "you" if e == model.player else names[e]
-                text = self.text(label, (255, 255, 255) if e != ui.selected else TITLE)
-                shadow = self.text(label, (20, 20, 20))
-                screen.blit(shadow, (x - text.get_width() // 2 + 1, y + 2))
-                screen.blit(text, (x - text.get_width() // 2, y + 1))
-            if e >= N:
-                continue
             levels = emotions[e]
-            k = int(np.argmax(levels))
-            if levels[k] > EMOTION_SHOWN:
+            k = int(strongest[e])
+            shown = bool(feeling[e])
+            if shown:
                 icon = self.sprites.scaled(f"emo_{kinds[k]}", icon_side)
                 screen.blit(icon, (x - icon_side // 2, top - icon_side + 2))
-                # one small bar per emotion under the icon: all four levels at a glance
-                bx = x - 10
+                # one small bar per emotion beside the icon: all four levels at a glance
+                bx = x + icon_side // 2 + 1
                 for c, level in enumerate(levels):
-                    h = int(min(level, 2.0) / 2.0 * 8)
+                    h = int(min(level, 2.0) / 2.0 * 10)
                     if h:
-                        screen.fill(EMOTION_COLORS[kinds[c]], (bx + c * 5, top - h, 4, h))
-            label = int(sim.reaction[0, e])
-            if label:
-                tag = self.text(REACTION_NAMES[label], (255, 236, 150))
-                screen.blit(tag, (x + 8 * f, top - 4))
+                        screen.fill(EMOTION_COLORS[kinds[c]], (bx + c * 3, top - h + 1, 2, h))
+            if e == ui.selected:  # a marker above the head, visible in any crowd
+                tip_y = top - (icon_side if shown else 0) - 2
+                triangle = [(x - 6, tip_y - 9), (x + 6, tip_y - 9), (x, tip_y)]
+                pygame.draw.polygon(screen, (255, 230, 90), triangle)
+                pygame.draw.polygon(screen, (40, 30, 10), triangle, 1)
+        # labels: the selected first, then reacting NPCs, then the rest
+        order = sorted(visible, key=lambda e: (e != ui.selected, not (e < N and sim.reaction[0, e]), e))
+        placed: list[pygame.Rect] = []
+        for e in order:
+            reaction = int(sim.reaction[0, e]) if e < N else 0
+            named = show_names or e in (ui.selected, ui.hover) or e >= N
+            if not named and not reaction:
+                continue
+            parts = []
+            if named:
+                parts.append(self.text("you" if e == model.player else names[e],
+                                       TITLE if e == ui.selected else (255, 255, 255)))
+            if reaction:
+                parts.append(self.text(REACTION_NAMES[reaction], (255, 214, 110)))
+            width = sum(p.get_width() for p in parts) + 4 * (len(parts) - 1)
+            height = parts[0].get_height()
+            x, y = int(pos[e, 0]), int(pos[e, 1])
+            rect = pygame.Rect(x - width // 2, y + 1, width, height)
+            for dy in (0, height, 2 * height):
+                candidate = rect.move(0, dy)
+                if candidate.collidelist(placed) < 0:
+                    rect = candidate
+                    break
+            else:
+                if e != ui.selected:
+                    continue
+            placed.append(rect)
+            screen.fill((18, 18, 22), rect.inflate(4, 0), special_flags=pygame.BLEND_RGB_MULT)
+            cx = rect.x
+            for part in parts:
+                screen.blit(part, (cx, rect.y))
+                cx += part.get_width() + 4
 
     # ------------------------------------------------------------------ panels
     def _draw_top_bar(self, screen: pygame.Surface, model: SandboxModel, ui: UIState) -> None:
@@ -366,13 +438,19 @@ class Renderer:
             return
         key = (ui.selected, model.tick, model.spec_version, len(model.sim.log.events))
         if key != self._inspector_key:
-            self._inspector = inspect_npc(model.sim, model.spec, ui.selected)
+            self._inspector = inspect_npc(model.sim, model.spec, ui.selected, news=model.news,
+                                          recent=model.recent.get(ui.selected, ()))
             self._inspector_key = key
         screen.set_clip(r)
-        y = r.y + 6
+        top = r.y + 6
+        y = top - ui.inspector_scroll
         label_w = 112
         bar_x = r.x + 10 + label_w
         bar_w = 120
+
+        def visible(row_y: int) -> bool:
+            return r.y <= row_y and row_y + 14 <= r.bottom
+
         for k, section in enumerate(self._inspector):
             if k == 0:
                 screen.blit(self.text(section.title, TITLE, "l"), (r.x + 10, y))
@@ -382,8 +460,9 @@ class Renderer:
                 screen.blit(self.text(section.title, TITLE), (r.x + 10, y))
                 y += 15
             for row in section.rows:
-                if y > r.bottom - 14:
-                    break
+                if not visible(y):
+                    y += 15
+                    continue
                 screen.blit(self.text(row.label, DIM), (r.x + 14, y))
                 x = bar_x
                 if row.bar is not None:
@@ -407,6 +486,11 @@ class Renderer:
                 if row.edit is not None and row.bar is None:
                     self.hit_areas.append(HitArea(pygame.Rect(r.x + 10, y, r.w - 20, 15), row.edit, 0.0, 1.0))
                 y += 15
+        self.inspector_overflow = max(0, y + ui.inspector_scroll - top - (r.h - 12))
+        if self.inspector_overflow:
+            hint = self.text("wheel: scroll", DIM)
+            screen.fill(PANEL_BG, (r.right - hint.get_width() - 12, r.bottom - 16, hint.get_width() + 10, 16))
+            screen.blit(hint, (r.right - hint.get_width() - 8, r.bottom - 15))
         screen.set_clip(None)
 
     def _draw_feed(self, screen: pygame.Surface, model: SandboxModel, ui: UIState) -> None:

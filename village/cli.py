@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+# Interactive commands run small batches (one village, one request): BLAS threads only add latency there.
+# Set before numpy is first imported; an explicit setting by the user wins.
+SINGLE_THREADED = ("demo", "play", "serve")
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -42,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"village: error: unknown command {name!r}; choose from {', '.join(SUBCOMMANDS)}", file=sys.stderr)
         return 2
     module_name, help_text = SUBCOMMANDS[name]
+    if name in SINGLE_THREADED:
+        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(var, "1")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:

@@ -1,0 +1,53 @@
+"""`village play` smoke tests: headless runs, screenshots, scripts, replays and one-line user errors."""
+
+from __future__ import annotations
+
+import re
+
+import pygame
+import pytest
+
+from village.cli import main
+
+
+def test_headless_run_writes_a_screenshot(tmp_path, capsys):
+    shot = tmp_path / "shot.png"
+    code = main(["play", "--headless", "--ticks", "5", "--screenshot", str(shot), "--size", "800x500",
+                 "--select", "Kara", "--graph"])
+    assert code == 0
+    assert pygame.image.load(str(shot)).get_size() == (800, 500)
+    assert "ran 5 ticks of village-v1" in capsys.readouterr().out
+
+
+def test_script_then_replay_from_the_command_line(tmp_path, capsys):
+    script = tmp_path / "commands.toml"
+    script.write_text('[[commands]]\ntick = 2\nop = "kill"\ntarget = "Jory"\n'
+                      '[[commands]]\ntick = 3\nop = "move"\nx = 10.0\ny = 12.5\n')
+    session = tmp_path / "session.json"
+    code = main(["play", "--headless", "--ticks", "25", "--policy", "random", "--seed", "4", "--scenario", "none",
+                 "--script", str(script), "--record", str(session), "--size", "800x500"])
+    assert code == 0
+    assert re.search(r"\b[1-9]\d* deaths", capsys.readouterr().out)
+    assert main(["play", "--headless", "--replay", str(session), "--size", "800x500"]) == 0
+    assert "matches the recording" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--headless", "--policy", "no-such-policy.pt"], "--policy"),
+    (["--headless", "--world", "no-such-world"], "no-such-world"),
+    (["--headless", "--select", "Nobody"], "--select"),
+    (["--headless", "--ticks", "-3"], "--ticks"),
+    (["--screenshot", "x.png"], "--screenshot"),  # without --headless
+])
+def test_user_errors_are_one_line_with_exit_code_2(argv, expected, capsys):
+    code = main(["play", "--size", "800x500", *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert expected in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_bad_script_names_the_field(tmp_path, capsys):
+    script = tmp_path / "bad.toml"
+    script.write_text('[[commands]]\ntick = 1\nop = "hug"\n')
+    assert main(["play", "--headless", "--script", str(script)]) == 2
+    assert "commands[0].op" in capsys.readouterr().err

@@ -1,0 +1,49 @@
+"""Session and script files: round trips and one-line errors naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.session import CommandRecord, Session, SessionError, load_session, save_session
+
+
+@pytest.mark.parametrize("suffix", [".toml", ".json"])
+def test_session_round_trip(village, tmp_path, suffix):
+    session = Session(
+        commands=[CommandRecord(3, "move", "player", None, 12.123456789, 30.5),
+                  CommandRecord(9, "kill", "player", "Alda")],
+        seed=7, policy="scripted", scenario="none", slots=4, ticks=20, digest="abc", world_ref="village-v1",
+        world=village,
+    )
+    path = tmp_path / f"s{suffix}"
+    save_session(session, path)
+    loaded = load_session(path)
+    assert loaded == session  # floats are written exactly: a replay sends the same numbers
+
+
+def test_script_needs_only_commands(tmp_path):
+    path = tmp_path / "script.toml"
+    path.write_text('[[commands]]\ntick = 4\nop = "kill"\ntarget = "Bren"\n')
+    script = load_session(path)
+    assert script.commands == [CommandRecord(4, "kill", "player", "Bren")]
+    assert script.world is None and script.seed is None
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ('[[commands]]\ntick = 4\nop = "dance"\n', "commands[0].op"),
+    ('[[commands]]\ntick = -1\nop = "stop"\n', "commands[0].tick"),
+    ('[[commands]]\ntick = 2\nop = "kill"\n', "commands[0].target"),
+    ('[[commands]]\ntick = 2\nop = "move"\nx = "far"\n', "commands[0].x"),
+    ('seed = "seven"\n', "seed"),
+    ('colour = 3\n', "colour"),
+    ('[[commands]]\ntick = 5\nop = "stop"\n[[commands]]\ntick = 2\nop = "stop"\n', "increasing"),
+    ('[world]\nid = 3\n', "world"),
+    ('this is not toml', "TOML"),
+])
+def test_bad_files_name_the_field(tmp_path, text, field):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    with pytest.raises(SessionError, match=field.replace("[", r"\[").replace("]", r"\]")) as info:
+        load_session(path)
+    assert str(path) in str(info.value)
+    assert "\n" not in str(info.value)
