@@ -39,6 +39,7 @@ ERROR_CODES: dict[str, str] = {
     "invalid_world": "the world (TOML text or NPC list) does not validate; the message names the field",
     "forbidden": "the request is not allowed by the server's configuration",
     "reload_failed": "the new policy could not be loaded or failed its probe; the old one stays",
+    "busy": "a one-at-a-time operation (a reload) is already running; retry when it has finished",
     "internal": "an unexpected server error; the request was not applied",
 }
 
@@ -191,7 +192,7 @@ OPS: dict[str, OpSpec] = {
                 F("world", "str", False, "a world file's TOML text (docs/world-format.md)"),
                 F("npcs", "list[map]", False, "instead of world: [{name, role?, traits?, health?, x?, y?}]"),
                 F("relationships", "list[map]", False, "with npcs: [{a, b, kind, affinity}]"),
-                F("actors", "list[map]", False, "with npcs: [{name, kind: player|raider, x, y, health?}]"),
+                F("actors", "list[map]", False, "with npcs: [{name, kind (player or raider), x, y, health?}]"),
                 F("width", "float", False, "with npcs: map width (default: fits the positions)"),
                 F("height", "float", False, "with npcs: map height (default: fits the positions)"),
                 F("sight_radius", "float", False, "with npcs: how far NPCs see (default 10)"),
@@ -295,7 +296,7 @@ def unpack(frame: bytes, limits: Limits = Limits()) -> Any:  # noqa: B008 - Limi
                             f"{limits.max_message_bytes}")
     try:
         return msgpack.unpackb(
-            frame, raw=False, use_list=True, strict_map_key=True, max_buffer_size=limits.max_message_bytes,
+            frame, raw=False, use_list=True, strict_map_key=True,
             max_str_len=limits.max_str_len, max_bin_len=limits.max_message_bytes,
             max_array_len=limits.max_container_len, max_map_len=limits.max_container_len, max_ext_len=0,
         )
@@ -326,40 +327,50 @@ def error_reply(request_id: Any, code: str, message: str) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------- arrays
 
 
+_LITTLE: dict[str, np.dtype] = {name: np.dtype(name).newbyteorder("<") for name in ARRAY_DTYPES}
+_NAME_OF: dict[np.dtype, str] = {np.dtype(name): name for name in ARRAY_DTYPES}
+_NATIVE_LITTLE = np.little_endian
+
+
 def encode_array(array: np.ndarray) -> dict[str, Any]:
     """{"dtype", "shape", "data"}: little-endian, C order."""
     array = np.asarray(array)
-    name = array.dtype.name
-    if name not in ARRAY_DTYPES:
-        raise ValueError(f"dtype {name} cannot travel; use one of {', '.join(ARRAY_DTYPES)}")
-    little = array.astype(array.dtype.newbyteorder("<"), copy=False)
-    return {"dtype": name, "shape": list(array.shape), "data": np.ascontiguousarray(little).tobytes()}
+    dtype = array.dtype
+    name = _NAME_OF.get(dtype) or _NAME_OF.get(dtype.newbyteorder("="))
+    if name is None:
+        raise ValueError(f"dtype {dtype} cannot travel; use one of {', '.join(ARRAY_DTYPES)}")
+    if not (dtype.byteorder == "<" or dtype.byteorder == "|" or (dtype.byteorder == "=" and _NATIVE_LITTLE)):
+        array = array.astype(_LITTLE[name])
+    return {"dtype": name, "shape": list(array.shape), "data": array.tobytes()}
 
 
 def decode_array(value: Any, where: str, dtypes: tuple[str, ...] = (), max_elements: int | None = None
                  ) -> np.ndarray:
     """An array map -> a read-only numpy view of its data; raises ProtocolError("invalid_array")."""
-    if not isinstance(value, dict):
+    if type(value) is not dict:
         raise ProtocolError("invalid_array", f"{where}: expected an array map {{dtype, shape, data}}, got "
                             f"{describe(value)}")
-    extra = set(value) - {"dtype", "shape", "data"}
-    if extra:
-        raise ProtocolError("invalid_array", f"{where}: unknown keys {sorted(extra)}; expected dtype, shape, data")
-    dtype, shape, data = value.get("dtype"), value.get("shape"), value.get("data")
+    if len(value) != 3 or "dtype" not in value or "shape" not in value or "data" not in value:
+        extra = sorted(set(value) - {"dtype", "shape", "data"})
+        raise ProtocolError("invalid_array", f"{where}: expected exactly the keys dtype, shape, data"
+                            + (f"; unknown keys {extra}" if extra else ""))
+    dtype, shape, data = value["dtype"], value["shape"], value["data"]
     accepted = dtypes or ARRAY_DTYPES
-    if not isinstance(dtype, str) or dtype not in accepted:
+    if type(dtype) is not str or dtype not in accepted:
         raise ProtocolError("invalid_array", f"{where}.dtype: expected one of {', '.join(accepted)}, got "
                             f"{describe(dtype)}")
-    if (not isinstance(shape, list) or len(shape) > MAX_ARRAY_NDIM
-            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**31 for n in shape)):
+    count = 1
+    if type(shape) is not list or len(shape) > MAX_ARRAY_NDIM or not all(
+            type(n) is int and 0 <= n < 2**31 for n in shape):
         raise ProtocolError("invalid_array", f"{where}.shape: expected a list of at most {MAX_ARRAY_NDIM} "
                             f"non-negative integers, got {describe(shape)}")
-    if not isinstance(data, bytes):
+    for n in shape:
+        count *= n
+    if type(data) is not bytes:
         raise ProtocolError("invalid_array", f"{where}.data: expected bin (bytes), got {describe(data)}")
-    count = math.prod(shape)
     if max_elements is not None and count > max_elements:
         raise ProtocolError("limit_exceeded", f"{where}: {count} elements exceed the limit of {max_elements}")
-    np_dtype = np.dtype(dtype).newbyteorder("<")
+    np_dtype = _LITTLE[dtype]
     if count * np_dtype.itemsize != len(data):
         raise ProtocolError("invalid_array", f"{where}.data: shape {shape} of {dtype} needs "
                             f"{count * np_dtype.itemsize} bytes, got {len(data)}")
@@ -396,7 +407,7 @@ def _is_int(value: Any) -> bool:
 
 def valid_id(value: Any, limits: Limits = Limits()) -> bool:  # noqa: B008 - Limits is frozen
     if _is_int(value):
-        return -(2**63) <= value < 2**64
+        return -(2**63) <= value < 2**63
     return isinstance(value, str) and len(value) <= limits.max_id_len
 
 

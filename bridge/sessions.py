@@ -182,10 +182,12 @@ class InjectedSighting:
 class ExternalSim(VillageSim):
     """A one-village VillageSim whose bodies live in an external game.
 
-    It adds two hooks to the engine's tick, at the points where the engine itself resolves combat
-    (`_step_actors`, just before damage is applied) and spreads news (`_spread_news`, after perception
-    and before appraisal). The engine API this would ideally be: `sim.inject_hit(village, attacker,
-    target, damage, pos)` and `sim.inject_sighting(village, subject, witnesses)`; see the report.
+    It hooks the engine's tick where the engine itself resolves combat (`_step_actors`, just before
+    damage is applied), records news (`_note_news`: a witness list filters first-hand news) and spreads
+    news (`_spread_news`, after perception and before appraisal). The public engine API this wants:
+    `sim.inject_hit(village, attacker, target, damage, pos)` and `sim.inject_witnesses(village, subject,
+    npcs)` applied inside the next step; until then these private hooks are pinned by
+    tests/bridge/test_sessions.py.
     """
 
     def __init__(self, spec: WorldSpec, seed: int, slots: int):
@@ -195,12 +197,10 @@ class ExternalSim(VillageSim):
         self.injected_hits: list[InjectedHit] = []
         self.injected_sightings: list[InjectedSighting] = []
         self.injected_talks: list[tuple[int, int]] = []
-        self._before_knows = self.state.knows_death.copy()
         self._before_threat = self.state.knows_threat.copy()
 
     def tick(self, actions: np.ndarray) -> None:
         """One engine step with the queued injections; they are consumed."""
-        self._before_knows = self.state.knows_death.copy()
         self._before_threat = self.state.knows_threat.copy()
         try:
             self.step(np.asarray(actions, np.int64).reshape(1, self.N))
@@ -230,10 +230,42 @@ class ExternalSim(VillageSim):
                 hitter[0, hit.target] = hit.attacker
                 hitter_prio[0, hit.target] = 2.0
 
-    def _spread_news(self, talking_first, warning_first, awake, npc_dist) -> None:  # engine hook (news)
+    def _note_news(self, bb, ii, ee, culprit, sender, how, **kwargs):  # engine hook (who learns what)
+        """Drop first-hand 'witnessed' news of an injected death for NPCs not on its witness list."""
+        deaths = [seen for seen in self.injected_sightings if seen.kind == "death"]
+        if deaths and len(bb):
+            how_k = np.broadcast_to(np.asarray(how), np.shape(bb))
+            sender_k = np.broadcast_to(np.asarray(sender), np.shape(bb))
+            keep = np.ones(len(bb), bool)
+            for seen in deaths:
+                first_hand = (ee == seen.subject) & (how_k == HOW_WITNESSED) & (sender_k == -1)
+                keep &= ~(first_hand & ~seen.witnesses[np.clip(ii, 0, self.N - 1)])
+            if not keep.all():
+                bb, ii, ee = bb[keep], ii[keep], ee[keep]
+                culprit = np.broadcast_to(np.asarray(culprit), keep.shape)[keep]
+                sender, how = sender_k[keep], how_k[keep]
+                if isinstance(kwargs.get("death_known"), np.ndarray):
+                    kwargs["death_known"] = kwargs["death_known"][keep]
+        return super()._note_news(bb, ii, ee, culprit, sender, how, **kwargs)
+
+    def _add_witnesses(self) -> None:
+        """Listed witnesses of an injected death learn it first-hand (with the killer), wherever they were."""
+        s, N = self.state, self.N
+        for seen in self.injected_sightings:
+            v = seen.subject
+            if seen.kind != "death" or s.alive[0, v]:
+                continue  # not a death, or it did not happen this tick
+            who = np.flatnonzero(seen.witnesses & s.alive[0, :N] & ~s.knows_death[0, :N, v])
+            if len(who):
+                n = len(who)
+                self._note_news(np.zeros(n, np.int64), who, np.full(n, v), np.full(n, int(s.killer[0, v])),
+                                np.full(n, -1, np.int64), np.full(n, HOW_WITNESSED, np.int64))
+
+    def _spread_news(self, talking_first, *args, **kwargs) -> None:  # engine hook (news)
+        self._add_witnesses()
         self._apply_sightings()
         if not self.injected_talks:
-            super()._spread_news(talking_first, warning_first, awake, npc_dist)
+            super()._spread_news(talking_first, *args, **kwargs)
             return
         s = self.state
         talking_first = talking_first.copy()
@@ -242,50 +274,30 @@ class ExternalSim(VillageSim):
             talking_first[0, a] = True
             s.target[0, a] = t
         try:
-            super()._spread_news(talking_first, warning_first, awake, npc_dist)
+            super()._spread_news(talking_first, *args, **kwargs)
         finally:
             for a, t in saved.items():
                 s.target[0, a] = t
 
     def _apply_sightings(self) -> None:
-        """Make exactly the listed NPCs witnesses of an injected death or attack."""
+        """Who knows the attacker (or killer) is dangerous: exactly the listed witnesses and the attacked.
+
+        Runs after the tick's perception and before news and appraisal. (Which NPCs learned of a death
+        first-hand is decided in `_note_news` and `_add_witnesses`.)"""
         s, N = self.state, self.N
         for seen in self.injected_sightings:
-            others = ~seen.witnesses
-            if seen.kind == "death":
-                v = seen.subject
-                if s.alive[0, v]:
-                    continue  # the death did not happen this tick
-                learned_now = s.knows_death[0, :N, v] & ~self._before_knows[0, :N, v] & (s.learned_from[0, :N, v] == -1)
-                revert = learned_now & others
-                s.knows_death[0, revert, v] = False
-                s.known_culprit[0, revert, v] = -1
-                s.learned_tick[0, revert, v] = -1
-                s.learned_from[0, revert, v] = -2
-                if seen.culprit >= 0:
-                    c = seen.culprit
-                    s.knows_threat[0, revert, c] = self._before_threat[0, revert, c]
-                new = np.zeros(s.knows_death.shape, bool)
-                new[0, :N, v] = seen.witnesses & s.alive[0, :N] & ~s.knows_death[0, :N, v]
-                new[0, v, v] = False
-                if new.any():
-                    self._learn(new, np.full(new.shape, seen.culprit, np.int64), -1, HOW_WITNESSED)
-                if seen.culprit >= 0:
-                    watchers = seen.witnesses & s.alive[0, :N]
-                    if seen.culprit < N:
-                        watchers[seen.culprit] = False
-                    s.knows_threat[0, watchers, seen.culprit] = True
-            else:
-                a = seen.subject
-                fresh = s.knows_threat[0, :N, a] & ~self._before_threat[0, :N, a]
-                revert = fresh & others
-                if seen.target < N:
-                    revert[seen.target] = False  # the attacked always knows
-                s.knows_threat[0, revert, a] = False
-                watchers = seen.witnesses & s.alive[0, :N]
-                if a < N:
-                    watchers[a] = False
-                s.knows_threat[0, watchers, a] = True
+            culprit = seen.culprit if seen.kind == "death" else seen.subject
+            if culprit < 0:
+                continue
+            fresh = s.knows_threat[0, :N, culprit] & ~self._before_threat[0, :N, culprit]
+            revert = fresh & ~seen.witnesses
+            if seen.kind == "attack" and seen.target < N:
+                revert[seen.target] = False  # the attacked always knows
+            s.knows_threat[0, revert, culprit] = False
+            watchers = seen.witnesses & s.alive[0, :N]
+            if culprit < N:
+                watchers[culprit] = False
+            s.knows_threat[0, watchers, culprit] = True
 
 
 # ---------------------------------------------------------------------------------------------- sessions
@@ -467,13 +479,15 @@ class Session:
                 started[ev.actor] = ev
                 continue
             number = self._number_for(ev, applied, used)
-            if number in reported:
+            entry = {"event": number, "type": ev.type.name.lower(), "actor": self.name(ev.actor),
+                     "target": self.name(ev.target), "x": round(ev.x, 3), "y": round(ev.y, 3),
+                     "external": any(p["event"] == number for p in applied)}
+            if number in reported:  # an injected death logs its killing blow and the death: report the death
+                if ev.type == EventType.DEATH:
+                    events_out = [entry if e["event"] == number else e for e in events_out]
                 continue
             reported.add(number)
-            ext = any(p["event"] == number for p in applied)
-            events_out.append({"event": number, "type": ev.type.name.lower(), "actor": self.name(ev.actor),
-                               "target": self.name(ev.target), "x": round(ev.x, 3), "y": round(ev.y, 3),
-                               "external": ext})
+            events_out.append(entry)
         for p in applied:  # talks and no-op events leave no engine event; report them as applied
             if p["event"] not in reported and p["type"] in ("talk",):
                 events_out.append({"event": p["event"], "type": p["type"], "actor": self.name(p["actor"]),
@@ -642,7 +656,9 @@ class SessionStore:
         if entities < self.slots + 1:
             raise ProtocolError("invalid_world", f"npcs: the observation shows {self.slots} others, so a session "
                                 f"needs at least {self.slots + 1} NPCs and actors together, got {entities}")
-        seed = int(create.get("seed", 0))
+        seed = create.get("seed", 0)
+        if not isinstance(seed, int) or seed < 0:
+            raise ProtocolError("bad_request", f"seed: expected an integer >= 0, got {describe(seed)}")
         sim = ExternalSim(spec, seed, self.slots)
         return Session(sid, create, spec, sim, deterministic=bool(create.get("deterministic", False)),
                        limits=self.limits)
@@ -651,9 +667,12 @@ class SessionStore:
         if len(self.sessions) >= self.limits.max_sessions:
             raise ProtocolError("limit_exceeded", f"{len(self.sessions)} sessions are open (limits.max_sessions); "
                                 "close one or wait for idle ones to expire")
-        create = _to_jsonable(req)
         sid = secrets.token_hex(8)
-        session = self._build(sid, create)
+        session = self._build(sid, req)
+        try:  # what a restart rebuilds the session from; validated above, so plain values
+            session.create = _to_jsonable(req)
+        except (TypeError, ValueError) as exc:
+            raise ProtocolError("bad_request", f"session.create: fields that cannot be saved: {exc}") from None
         self.sessions[sid] = session
         return session
 

@@ -1,0 +1,227 @@
+"""Python clients of the bridge: `BridgeClient` (sync, Lazy Pirate) and helpers shared with the asyncio one.
+
+`BridgeClient` uses a REQ socket. Each request waits at most `timeout` seconds; on silence the socket is
+closed (linger 0), a new one connects, and the same request (same id, same bytes) is sent again, up to
+`retries` times (zguide's Lazy Pirate). The server answers a repeated `session.step`/`session.event`/
+`session.create` from its replay cache, so a retry never applies a step twice.
+
+    with BridgeClient("tcp://127.0.0.1:5555") as bridge:
+        info = bridge.hello()
+        actions, _ = bridge.act(obs, mask)
+        sid = bridge.session_create(world=toml_text)["session"]
+        bridge.session_event(sid, "death", actor="player", target="Alda")
+        reactions = bridge.session_step(sid)["reactions"]
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zmq
+
+from bridge import protocol as P
+
+
+class BridgeError(Exception):
+    """The server answered with an error (`code`, `message`), or did not answer (code "timeout")."""
+
+    def __init__(self, code: str, message: str, request_id: Any = None):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+
+class BridgeTimeout(BridgeError):
+    def __init__(self, message: str, request_id: Any = None):
+        super().__init__("timeout", message, request_id)
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """CurveZMQ keys of a client: the server's public key and the client's own pair (Z85 bytes)."""
+
+    server_public: bytes
+    public: bytes
+    secret: bytes
+
+    @classmethod
+    def from_files(cls, server_public: str | os.PathLike[str], client_secret: str | os.PathLike[str]) -> CurveKeys:
+        from bridge.keys import load_keypair, load_public
+
+        public, secret = load_keypair(client_secret)
+        return cls(load_public(server_public), public, secret)
+
+    def apply(self, sock: zmq.Socket) -> None:
+        sock.curve_serverkey = self.server_public
+        sock.curve_publickey = self.public
+        sock.curve_secretkey = self.secret
+
+
+def result_of(reply: Any, request_id: Any) -> dict[str, Any]:
+    """The result fields of a decoded reply, or BridgeError."""
+    if not isinstance(reply, dict) or "ok" not in reply:
+        raise BridgeError("bad_reply", f"expected a reply map with 'ok', got {P.describe(reply)}", request_id)
+    if not reply["ok"]:
+        err = reply.get("error") or {}
+        raise BridgeError(str(err.get("code", "unknown")), str(err.get("message", "")), reply.get("id"))
+    return {k: v for k, v in reply.items() if k not in ("v", "id", "ok")}
+
+
+def decode_arrays(result: dict[str, Any], *names: str) -> dict[str, Any]:
+    for name in names:
+        if name in result and isinstance(result[name], dict):
+            result[name] = P.decode_array(result[name], name)
+    return result
+
+
+class _Ops:
+    """The typed op helpers, over `request(op, **fields)` (shared by the sync and asyncio clients)."""
+
+    def request(self, op: str, **fields: Any) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    @staticmethod
+    def _act_fields(obs: np.ndarray, mask: np.ndarray | None, deterministic: bool, with_probs: bool
+                    ) -> dict[str, Any]:
+        fields: dict[str, Any] = {"obs": np.ascontiguousarray(obs, np.float32)}
+        if mask is not None:
+            fields["mask"] = np.ascontiguousarray(mask, bool)
+        if deterministic:
+            fields["deterministic"] = True
+        if with_probs:
+            fields["with_probs"] = True
+        return fields
+
+    @staticmethod
+    def _step_fields(session: str, pos: np.ndarray | None, health: np.ndarray | None, alive: np.ndarray | None,
+                     present: np.ndarray | None) -> dict[str, Any]:
+        fields: dict[str, Any] = {"session": session}
+        for name, value, dtype in (("pos", pos, np.float32), ("health", health, np.float32),
+                                   ("alive", alive, bool), ("present", present, bool)):
+            if value is not None:
+                fields[name] = np.ascontiguousarray(value, dtype)
+        return fields
+
+
+class BridgeClient(_Ops):
+    """Synchronous client: one request at a time, timeout + bounded retries + reconnect (Lazy Pirate)."""
+
+    def __init__(self, endpoint: str, *, timeout: float = 2.0, retries: int = 3, curve: CurveKeys | None = None,
+                 context: zmq.Context | None = None, limits: P.Limits | None = None):
+        if timeout <= 0 or retries < 0:
+            raise ValueError("timeout must be > 0 and retries >= 0")
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.retries = retries
+        self.curve = curve
+        self.limits = limits or P.Limits()
+        self._own_ctx = context is None
+        self.ctx = context or zmq.Context()
+        self._prefix = secrets.token_hex(4)
+        self._seq = itertools.count(1)
+        self.reconnects = 0
+        self.sock: zmq.Socket | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        sock = self.ctx.socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVTIMEO, max(1, int(self.timeout * 1000)))  # a blocking recv that gives up
+        if self.curve is not None:
+            self.curve.apply(sock)
+        sock.connect(self.endpoint)
+        self.sock = sock
+
+    def _reconnect(self) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+        self.reconnects += 1
+        self._connect()
+
+    def next_id(self) -> str:
+        return f"{self._prefix}-{next(self._seq)}"
+
+    def send_raw(self, body: bytes, request_id: Any = None) -> dict[str, Any]:
+        """Send one body (already packed) with the retry policy; returns the decoded reply map."""
+        for _ in range(self.retries + 1):
+            assert self.sock is not None
+            self.sock.send(body)
+            try:
+                frame = self.sock.recv()
+            except zmq.Again:
+                # no answer: the REQ socket is now stuck waiting; drop it and start over (Lazy Pirate)
+                self._reconnect()
+                continue
+            reply = P.unpack(frame, self.limits)
+            if isinstance(reply, dict) and request_id is not None and reply.get("id") not in (request_id, None):
+                raise BridgeError("bad_reply", f"reply for id {reply.get('id')!r}, expected {request_id!r}",
+                                  request_id)
+            return reply
+        raise BridgeTimeout(f"no reply from {self.endpoint} after {self.retries + 1} attempts of {self.timeout} s",
+                            request_id)
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        """Send `op` with `fields` (numpy arrays are encoded); returns the result fields or raises BridgeError."""
+        request_id = self.next_id()
+        body = P.pack(P.request(op, request_id, **fields))
+        return result_of(self.send_raw(body, request_id), request_id)
+
+    # ---------------------------------------------------------------------------------------- ops
+    def ping(self) -> float:
+        return float(self.request("ping")["time"])
+
+    def hello(self, client: str = "village-bridge-python") -> dict[str, Any]:
+        return self.request("hello", client=client)
+
+    def act(self, obs: np.ndarray, mask: np.ndarray | None = None, *, deterministic: bool = False,
+            with_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+        """(actions (R,) int32, probs (R, A) float32 or None)."""
+        result = decode_arrays(self.request("act", **self._act_fields(obs, mask, deterministic, with_probs)),
+                               "actions", "probs")
+        return result["actions"], result.get("probs")
+
+    def session_create(self, *, world: str | None = None, npcs: list[dict[str, Any]] | None = None,
+                       **options: Any) -> dict[str, Any]:
+        return self.request("session.create", world=world, npcs=npcs, **options)
+
+    def session_event(self, session: str, type: str, *, target: str | int, actor: str | int | None = None,
+                      position: tuple[float, float] | None = None, witnesses: list[str | int] | None = None
+                      ) -> dict[str, Any]:
+        return self.request("session.event", session=session, type=type, actor=actor, target=target,
+                            position=list(position) if position is not None else None, witnesses=witnesses)
+
+    def session_step(self, session: str, *, pos: np.ndarray | None = None, health: np.ndarray | None = None,
+                     alive: np.ndarray | None = None, present: np.ndarray | None = None) -> dict[str, Any]:
+        return self.request("session.step", **self._step_fields(session, pos, health, alive, present))
+
+    def session_state(self, session: str, npc: str | int | None = None) -> dict[str, Any]:
+        return self.request("session.state", session=session, npc=npc)
+
+    def session_close(self, session: str) -> dict[str, Any]:
+        return self.request("session.close", session=session)
+
+    def reload(self, policy: str | None = None) -> dict[str, Any]:
+        return self.request("reload", policy=policy)
+
+    def stats(self) -> dict[str, Any]:
+        return self.request("stats")
+
+    # ---------------------------------------------------------------------------------------- life
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+            self.sock = None
+        if self._own_ctx:
+            self.ctx.term()
+
+    def __enter__(self) -> BridgeClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

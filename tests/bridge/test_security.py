@@ -1,0 +1,117 @@
+"""Loopback by default, CurveZMQ with a client allow-list, `village keys`."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+from bridge_helpers import ROOT, make_server, python_env
+
+from bridge.client import BridgeClient, BridgeTimeout, CurveKeys
+from bridge.keys import KeyFileError, load_keypair, load_public, write_keypair
+from bridge.server import ConfigError, endpoint_is_local
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "local"),
+    [
+        ("tcp://127.0.0.1:5555", True), ("tcp://127.5.5.5:1", True), ("tcp://localhost:5555", True),
+        ("tcp://[::1]:5555", True), ("ipc:///tmp/bridge", True), ("inproc://x", True),
+        ("tcp://0.0.0.0:5555", False), ("tcp://*:5555", False), ("tcp://192.168.1.4:5555", False),
+        ("tcp://eth0:5555", False), ("tcp://example.com:5555", False), ("pgm://x", False),
+    ],
+)
+def test_endpoint_is_local(endpoint, local):
+    assert endpoint_is_local(endpoint) is local
+
+
+def test_non_loopback_bind_refuses_without_curve():
+    srv = make_server(bind="tcp://0.0.0.0:0")
+    with pytest.raises(ConfigError, match="--insecure"):
+        srv.start()
+
+
+def test_non_loopback_bind_with_insecure_starts():
+    srv = make_server(bind="tcp://0.0.0.0:0", insecure=True)
+    srv.run_in_thread()
+    try:
+        port = srv.endpoint.rsplit(":", 1)[1]
+        with BridgeClient(f"tcp://127.0.0.1:{port}", timeout=5.0) as c:
+            assert c.ping() > 0
+    finally:
+        srv.stop()
+
+
+def test_cli_refuses_public_bind_with_one_line_and_exit_2():
+    done = subprocess.run([sys.executable, "-m", "village", "serve", "--policy", "scripted", "--bind",
+                           "tcp://0.0.0.0:0"], capture_output=True, text=True, cwd=ROOT, env=python_env(),
+                          timeout=120)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("village serve: error: refusing to bind") and "Traceback" not in done.stderr
+
+
+@pytest.fixture
+def keys(tmp_path):
+    allow = tmp_path / "allowed"
+    server_pub, server_secret = write_keypair(tmp_path, "server")
+    good_pub, good_secret = write_keypair(allow, "game")
+    _, bad_secret = write_keypair(tmp_path / "strangers", "intruder")
+    return {"server_pub": server_pub, "server_secret": server_secret, "allow": allow,
+            "good": good_secret, "bad": bad_secret}
+
+
+def test_curve_allows_listed_keys_and_rejects_others(keys):
+    srv = make_server(bind="tcp://0.0.0.0:0", curve_secret=keys["server_secret"], curve_allow=keys["allow"])
+    srv.run_in_thread()
+    port = srv.endpoint.rsplit(":", 1)[1]
+    endpoint = f"tcp://127.0.0.1:{port}"
+    try:
+        good = CurveKeys.from_files(keys["server_pub"], keys["good"])
+        with BridgeClient(endpoint, timeout=5.0, curve=good) as c:
+            assert c.hello()["protocol"] == 1
+        bad = CurveKeys.from_files(keys["server_pub"], keys["bad"])
+        with BridgeClient(endpoint, timeout=0.5, retries=1, curve=bad) as c, pytest.raises(BridgeTimeout):
+            c.ping()
+        # no CURVE at all: the handshake never completes either
+        with BridgeClient(endpoint, timeout=0.5, retries=0) as c, pytest.raises(BridgeTimeout):
+            c.ping()
+        with BridgeClient(endpoint, timeout=5.0, curve=good) as c:  # and the server is fine
+            assert c.ping() > 0
+    finally:
+        srv.stop()
+
+
+def test_curve_config_errors(keys, tmp_path):
+    with pytest.raises(ConfigError, match="--curve-secret"):
+        make_server(curve_allow=keys["allow"]).start()
+    with pytest.raises(ConfigError, match="no secret key"):
+        make_server(curve_secret=keys["server_pub"], curve_allow=keys["allow"]).start()
+    with pytest.raises(ConfigError, match="not a directory"):
+        make_server(curve_secret=keys["server_secret"], curve_allow=tmp_path / "nope").start()
+
+
+def test_write_keypair_files(tmp_path):
+    public_path, secret_path = write_keypair(tmp_path, "unity")
+    assert stat.S_IMODE(os.stat(secret_path).st_mode) == 0o600
+    public, secret = load_keypair(secret_path)
+    assert load_public(public_path) == public and len(public) == len(secret) == 40
+    with pytest.raises(KeyFileError, match="already exists"):
+        write_keypair(tmp_path, "unity")
+    write_keypair(tmp_path, "unity", force=True)
+    assert load_public(public_path) != public
+    with pytest.raises(KeyFileError, match="plain name"):
+        write_keypair(tmp_path, "../evil")
+
+
+def test_village_keys_cli(tmp_path):
+    cmd = [sys.executable, "-m", "village", "keys", "server", "--dir", str(tmp_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "server.key").is_file() and (tmp_path / "server.key_secret").is_file()
+    assert load_public(tmp_path / "server.key").decode() in done.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=120)
+    assert again.returncode == 2 and "already exists" in again.stderr and "Traceback" not in again.stderr

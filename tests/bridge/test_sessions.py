@@ -1,0 +1,192 @@
+"""Sessions run the engine's NPC minds on external bodies and events (no sockets here)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from bridge_helpers import FirstValidPolicy
+
+from bridge.protocol import Limits, ProtocolError, encode_array
+from bridge.sessions import SessionStore
+from engine.constants import Action
+from engine.observe import SELF_FEATURES
+from npc_brains.baselines import ScriptedPolicy
+
+
+def _store(tmp_path=None, ttl=600.0) -> SessionStore:
+    return SessionStore(Limits(), slots=4, ttl_s=ttl, state_dir=tmp_path)
+
+
+def _step(session, policy=None, **fields):
+    policy = policy or FirstValidPolicy()
+    obs, mask = session.prepare(fields)
+    return session.finish(policy.act(obs, mask, deterministic=True).actions)
+
+
+def test_death_event_runs_through_the_engine(world_text):
+    session = _store().create({"world": world_text})
+    s = session.sim.state
+    alda, bren = session.index["Alda"], session.index["Bren"]
+    player = session.index["player"]
+    # put the player next to Bren, far from everyone else's sight of Alda
+    session.queue_event({"type": "death", "actor": "player", "target": "Alda"})
+    out = _step(session)
+    assert not s.alive[0, alda] and s.health[0, alda] == 0
+    assert s.killer[0, alda] == player and s.death_tick[0, alda] == 0
+    # Bren shares a home with Alda at the start: he sees it, knows who did it, grieves and is angry
+    assert s.knows_death[0, bren, alda] and s.known_culprit[0, bren, alda] == player
+    assert s.grief[0, bren] > 0 and s.anger[0, bren, player] > 0
+    assert s.knows_threat[0, bren, player]
+    assert out["events"][0]["type"] == "death" and out["events"][0]["event"] == 1
+
+
+def test_witness_list_replaces_sight(world_text):
+    session = _store().create({"world": world_text})
+    s = session.sim.state
+    alda, kara, bren, cai = (session.index[n] for n in ("Alda", "Kara", "Bren", "Cai"))
+    player = session.index["player"]
+    session.queue_event({"type": "death", "actor": "player", "target": "Alda", "witnesses": ["Kara"]})
+    _step(session)
+    # Kara lives across the village but the game says she saw it; Bren and Cai (at home with Alda) did not
+    assert s.knows_death[0, kara, alda] and s.known_culprit[0, kara, alda] == player
+    assert s.learned_from[0, kara, alda] == -1
+    assert s.knows_threat[0, kara, player]
+    for npc in (bren, cai):
+        witnessed = s.knows_death[0, npc, alda] and s.learned_from[0, npc, alda] == -1 \
+            and s.known_culprit[0, npc, alda] == player
+        assert not witnessed
+        assert not s.knows_threat[0, npc, player]
+
+
+def test_death_with_unknown_killer_from_the_alive_flags(world_text):
+    session = _store().create({"world": world_text})
+    s = session.sim.state
+    alive = np.ones(session.E, bool)
+    alive[session.index["Dora"]] = False
+    out = _step(session, alive=encode_array(alive))
+    dora, alda = session.index["Dora"], session.index["Alda"]
+    assert not s.alive[0, dora] and s.killer[0, dora] == -1
+    assert s.knows_death[0, alda, dora] and s.known_culprit[0, alda, dora] == -1
+    assert [e["type"] for e in out["events"]] == ["death"] and out["events"][0]["actor"] is None
+
+
+def test_bodies_follow_the_game(world_text):
+    session = _store().create({"world": world_text})
+    pos = np.full((session.E, 2), 30.0, np.float32)
+    health = np.full(session.E, 0.5, np.float32)
+    obs, _ = session.prepare({"pos": encode_array(pos), "health": encode_array(health)})
+    s = session.sim.state
+    np.testing.assert_allclose(s.pos[0], 30.0)
+    np.testing.assert_allclose(s.health[0], 0.5)
+    # the observation was recomputed from the game's bodies: every NPC stands on every other
+    assert obs.shape == (session.N, session.sim.observer.obs_dim)
+    health_col = SELF_FEATURES.index("health")  # health / max_health
+    np.testing.assert_allclose(obs[:, health_col], 0.5 / session.sim.w.max_health[0, :session.N], rtol=1e-5)
+
+
+def test_attack_event_frightens_the_attacked(world_text):
+    session = _store().create({"world": world_text})
+    s = session.sim.state
+    cai, player = session.index["Cai"], session.index["player"]
+    session.queue_event({"type": "attack", "actor": "player", "target": "Cai"})
+    out = _step(session)
+    assert s.alive[0, cai] and s.health[0, cai] > 0.69  # the game owns the damage
+    assert s.fear[0, cai, player] > 0 and s.knows_threat[0, cai, player]
+    assert out["events"][0]["type"] == "attack"
+
+
+def test_gift_and_talk_events(world_text):
+    session = _store().create({"world": world_text})
+    s = session.sim.state
+    bren, alda, kara = session.index["Bren"], session.index["Alda"], session.index["Kara"]
+    session.queue_event({"type": "gift", "actor": "player", "target": "Bren"})
+    out = _step(session)
+    assert s.joy[0, bren] > 0.2 and out["events"][0]["type"] == "gift"
+    # Bren learns of a death, then the game says Bren talked to Kara: Kara hears the news
+    session.queue_event({"type": "death", "actor": "player", "target": "Alda", "witnesses": ["Bren"]})
+    _step(session)
+    assert s.knows_death[0, bren, alda] and not s.knows_death[0, kara, alda]
+    session.queue_event({"type": "talk", "actor": "Bren", "target": "Kara"})
+    out = _step(session)
+    assert s.knows_death[0, kara, alda] and s.learned_from[0, kara, alda] == bren
+    assert s.known_culprit[0, kara, alda] == session.index["player"]
+    assert {"type": "talk", "actor": "Bren", "target": "Kara"}.items() <= out["events"][0].items()
+
+
+def test_the_minds_never_hurt_the_bodies(world_text):
+    """An NPC that attacks is reported to the game; the session's own blows do no damage."""
+    session = _store().create({"world": world_text})
+    session.queue_event({"type": "death", "actor": "player", "target": "Alda"})
+    policy = ScriptedPolicy(slots=4, seed=0)
+    attacks = 0
+    for _ in range(20):
+        out = _step(session, policy)
+        attacks += sum(r["action"] == Action.ATTACK.name.lower() for r in out["reactions"])
+    s = session.sim.state
+    assert attacks > 0
+    np.testing.assert_allclose(s.health[0, session.N:], session.sim.state.health[0, session.N:])
+    assert s.alive[0, session.index["player"]]
+
+
+def test_snapshot_restore_continues_identically(tmp_path, world_text):
+    store = _store(tmp_path)
+    session = store.create({"world": world_text, "seed": 5})
+    policy = ScriptedPolicy(slots=4, seed=1)
+    session.queue_event({"type": "death", "actor": "player", "target": "Alda"})
+    for _ in range(3):
+        _step(session, policy)
+    session.queue_event({"type": "gift", "actor": "player", "target": "Bren"})  # still queued when saved
+    session.remember("key", b"reply")
+    store.save(session)
+    twin_store = _store(tmp_path)
+    restored, problems = twin_store.restore_all()
+    assert (restored, problems) == (1, [])
+    twin = twin_store.get(session.id)
+    assert twin.pending == session.pending and twin.cached("key") == b"reply"
+    for _ in range(4):
+        a = _step(session, FirstValidPolicy())
+        b = _step(twin, FirstValidPolicy())
+        assert a == b
+    for name in ("grief", "anger", "knows_death", "pos", "hunger"):
+        np.testing.assert_array_equal(getattr(session.sim.state, name), getattr(twin.sim.state, name))
+
+
+def test_snapshots_are_not_pickles(tmp_path, world_text):
+    store = _store(tmp_path)
+    session = store.create({"world": world_text})
+    store.save(session)
+    path = tmp_path / "sessions" / f"{session.id}.npz"
+    with np.load(path, allow_pickle=False) as data:  # would raise if any entry needed pickle
+        meta = json.loads(data["meta"].tobytes())
+    assert meta["id"] == session.id and meta["create"]["world"] == world_text
+
+
+def test_corrupt_snapshot_is_reported_not_fatal(tmp_path, world_text):
+    store = _store(tmp_path)
+    store.save(store.create({"world": world_text}))
+    (tmp_path / "sessions" / "deadbeefdeadbeef.npz").write_bytes(b"not a zip")
+    twin = _store(tmp_path)
+    restored, problems = twin.restore_all()
+    assert restored == 1 and len(problems) == 1 and "deadbeefdeadbeef" in problems[0]
+
+
+def test_expired_snapshots_are_dropped_at_restore(tmp_path, world_text):
+    store = _store(tmp_path)
+    session = store.create({"world": world_text})
+    session.last_used -= 1000
+    store.save(session)
+    twin = _store(tmp_path, ttl=10.0)
+    assert twin.restore_all() == (0, [])
+    assert not list((tmp_path / "sessions").glob("*.npz"))
+
+
+def test_close_deletes_the_snapshot(tmp_path, world_text):
+    store = _store(tmp_path)
+    session = store.create({"world": world_text})
+    store.save(session)
+    store.close(session.id)
+    assert not list((tmp_path / "sessions").glob("*.npz"))
+    with pytest.raises(ProtocolError):
+        store.get(session.id)
