@@ -698,8 +698,10 @@ class VillageSim:
         revenge = label == Reaction.REVENGE
         cause = np.where(revenge, self._grudge_cause(bb, ii, tt), cause)
         consoling = label == Reaction.CONSOLING
-        latest_known = np.argmax(s.learned_tick[bb, ii], axis=1)
-        cause = np.where(consoling, s.death_event[bb, latest_known], cause)
+        learned = s.learned_tick[bb, ii]
+        latest_known = np.argmax(learned, axis=1)
+        knows_a_death = learned.max(axis=1) >= 0
+        cause = np.where(consoling, np.where(knows_a_death, s.death_event[bb, latest_known], -1), cause)
         # an alarm is about the threat the warner fears most among those it knows
         feared = np.argmax(np.where(s.knows_threat[bb, ii], s.fear[bb, ii] + 1e-3, -1.0), axis=1)
         cause = np.where(label == Reaction.ALARM, s.threat_event[bb, feared], cause)

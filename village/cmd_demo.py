@@ -46,6 +46,10 @@ def _load_policy(choice: str, seed: int) -> tuple[Any, str | None]:
     if choice == "default":
         if load_policy is None:
             return get_baseline("scripted", seed=seed), SCRIPTED_FALLBACK
+        from npc_brains.runtime import DEFAULT_POLICY
+
+        if not Path(DEFAULT_POLICY).exists():
+            return get_baseline("scripted", seed=seed), SCRIPTED_FALLBACK
         try:
             return load_policy("default"), None
         except FileNotFoundError:

@@ -54,6 +54,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the session to this file on exit (and on F5): replay it with --replay")
     parser.add_argument("--select", default=None, help="NPC to select at the start (inspector)")
     parser.add_argument("--graph", action="store_true", help="start with the social-graph overlay on")
+    parser.add_argument("--zoom", type=float, default=1.0,
+                        help="start zoomed in by this factor, centred on the selected NPC (default: 1, whole map)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--slots: expected an integer >= 1, got {args.slots}")
     if args.screenshot is not None and not args.headless:
         raise UserError("--screenshot: only with --headless")
+    if not 0.5 <= args.zoom <= 8:
+        raise UserError(f"--zoom: expected a factor in [0.5, 8], got {args.zoom}")
     if args.replay is not None and args.script is not None:
         raise UserError("--replay and --script: choose one (a replay already sends its commands)")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
@@ -96,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
                 raise UserError(f"--select: expected the name of an NPC of {model.spec.id}, got {args.select!r}")
             app.ui.selected = model.spec.npc_index(args.select)
         app.ui.show_graph = args.graph
+        if args.zoom != 1.0 and not args.headless:
+            app.zoom(args.zoom)
         if args.headless:
             return _headless(app, args, session)
         app.run()
@@ -140,6 +146,8 @@ def _headless(app, args: argparse.Namespace, session) -> int:
     reactions = sum(1 for e in model.sim.log.events if e.type.name == "REACTION")
     print(f"ran {ticks} ticks of {model.spec.id} (policy {model.source.name}, seed {model.seed}): "
           f"{deaths} deaths, {reactions} reactions, {len(model.sim.log.messages)} news messages")
+    if args.zoom != 1.0:
+        app.zoom(args.zoom)  # centred on the selected NPC where it is now
     if args.screenshot is not None:
         try:
             app.screenshot(args.screenshot)

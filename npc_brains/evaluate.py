@@ -1,0 +1,350 @@
+"""The emergence benchmark: run policies over the scenario suite on several worlds and seeds, and measure
+mourning, revenge, fear, news, consistency, diversity and chain length (docs/emergence.md).
+
+    results = evaluate([("default", policy), ("random", get_baseline("random"))], EvalSpec(...))
+
+numpy only, except `random_init_policy` (it builds a fresh network with torch). Every policy sees the same
+scenario runs: the same worlds, victims and simulation seeds (common random numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.metrics import MetricParams, Stats, Trace, system_neural_diversity, trace_stats
+from engine.policy_api import Policy
+from engine.scenarios import Scenario, ScenarioError, run_scenario
+from worlds import WorldSpec
+
+COMPARISONS: tuple[str, ...] = ("mappo", "scripted", "random_init", "random")
+DEFAULT_WORLDS: tuple[str, ...] = ("village-v1", "generated:12:10000", "generated:12:10001")
+# generated worlds with a seed at least this were never used in training (a convention: training uses lower)
+HELD_OUT_SEED_MIN = 10_000
+MAPPO_POLICY = Path(__file__).resolve().parent.parent / "assets" / "policies" / "mappo.pt"
+# metric columns of the table and of the JSON line
+SCALARS: tuple[str, ...] = (
+    "mourning_rate", "mourning_latency", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency",
+    "diversity", "diversity_empirical", "action_entropy", "news_reach", "news_hops", "news_graph_distance",
+    "chain_length", "chain_length_max",
+)
+# the table printed by `village eval` (results.json and table.md have them all)
+TABLE_COLUMNS: tuple[str, ...] = (
+    "mourning_rate", "mourning_latency", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency",
+    "diversity", "news_reach", "chain_length",
+)
+RATES: tuple[str, ...] = ("mourning_rate", "revenge_rate", "fear_rate")
+# the issue's thresholds for the trained policy (on held-out generated worlds)
+THRESHOLDS: dict[str, float] = {
+    "mourning_rate": 0.6, "revenge_rate": 0.4, "revenge_accuracy": 0.9, "fear_rate": 0.6, "consistency": 0.95,
+}
+RANDOM_INIT_MAX_SHARE = 1 / 3
+
+
+@dataclass
+class EvalSpec:
+    """What to run: scenarios x worlds, `villages` seeds each (one batched sim per pair)."""
+
+    scenarios: list[Scenario]
+    worlds: list[tuple[str, WorldSpec]]  # (label as given, spec)
+    villages: int = 32
+    seed: int = 0
+    max_ticks: int | None = None
+    deterministic: bool = False
+    params: MetricParams = field(default_factory=MetricParams)
+    probe_rows: int = 256
+
+
+def is_held_out(label: str) -> bool:
+    """`generated:N:SEED` with SEED >= HELD_OUT_SEED_MIN."""
+    parts = label.split(":")
+    if len(parts) != 3 or parts[0] != "generated":
+        return False
+    try:
+        return int(parts[2]) >= HELD_OUT_SEED_MIN
+    except ValueError:
+        return False
+
+
+def policy_slots(policy: Any) -> int:
+    """K of the observation a policy was built for (4 for the baselines, which adapt)."""
+    n_actions = getattr(policy, "n_actions", None)
+    if n_actions is not None:
+        return max(1, (int(n_actions) - 5) // 6)
+    return int(getattr(policy, "slots", None) or 4)
+
+
+def fresh_policy(net: dict[str, Any], env: dict[str, Any], *, config: dict[str, Any] | None = None, seed: int = 0,
+                 name: str = "random_init") -> Any:
+    """An untrained actor of the architecture described by `net` (a NetSpec dict), as a numpy policy."""
+    import torch
+
+    from npc_brains.networks import Actor, NetSpec
+    from npc_brains.runtime import NumpyPolicy
+
+    spec = NetSpec.from_dict(net)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        actor = Actor(spec)
+    model = {f"actor.{k}": v.detach().clone() for k, v in actor.state_dict().items()}
+    ckpt = {"net": spec.to_dict(), "env": dict(env), "config": dict(config or {}), "model": model}
+    return NumpyPolicy(ckpt, name, seed)
+
+
+def random_init_policy(policy: Any, seed: int = 0) -> Any | None:
+    """The same architecture as a trained `policy`, untrained; None for policies without a network."""
+    spec, env = getattr(policy, "spec", None), getattr(policy, "env", None)
+    if spec is None or env is None or not hasattr(spec, "to_dict"):
+        return None
+    return fresh_policy(spec.to_dict(), env, config=getattr(policy, "config", {}), seed=seed)
+
+
+def probe_diversity(policy: Policy, trace: Trace) -> tuple[float | None, int]:
+    """SND of the policy over its NPCs' personalities: every probe observation is fed with each NPC's
+    personality columns (traits, role) swapped in; mean pairwise TV of the resulting action distributions.
+    Returns (SND, number of probe observations)."""
+    obs, mask, personas, cols = trace.probe_obs, trace.probe_mask, trace.personas, trace.persona_cols
+    P, G = len(obs), len(personas)
+    if P == 0 or G < 2:
+        return None, 0
+    batch = np.repeat(obs[:, None, :], G, axis=1)
+    batch[:, :, cols] = personas[None]
+    masks = np.repeat(mask[:, None, :], G, axis=1)
+    out = policy.act(batch.reshape(P * G, -1), masks.reshape(P * G, -1), deterministic=True, with_probs=True)
+    if out.probs is None:
+        return None, 0
+    probs = np.asarray(out.probs, float).reshape(P, G, -1)
+    return system_neural_diversity(probs), P
+
+
+def scalar_view(result: dict[str, Any]) -> dict[str, Any]:
+    return {k: result.get(k) for k in SCALARS}
+
+
+def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str], None] | None = None,
+                    notes: list[str] | None = None) -> dict[str, Any]:
+    """Metrics of one policy over the suite: overall, on held-out worlds, per scenario and per world."""
+    slots = policy_slots(policy)
+    overall, held = Stats(), Stats()
+    by_scenario: dict[str, Stats] = {}
+    by_world: dict[str, Stats] = {}
+    snd_sum: dict[str, float] = {}
+    snd_n: dict[str, int] = {}
+    plans: list[str] = []
+    for si, scenario in enumerate(spec.scenarios):
+        for wi, (label, world) in enumerate(spec.worlds):
+            if progress is not None:
+                progress(f"{policy.name} {scenario.id} {label}")
+            try:
+                trace = run_scenario(policy, scenario, world, villages=spec.villages,
+                                     seed=spec.seed + 1009 * si + 7 * wi, slots=slots, max_ticks=spec.max_ticks,
+                                     deterministic=spec.deterministic, probe_rows=spec.probe_rows)
+            except ScenarioError as exc:
+                if notes is not None:
+                    notes.append(f"skipped {scenario.id} on {label}: {exc}")
+                continue
+            plans.append(f"{scenario.id} on {label}: {trace.plan}")
+            held_out = is_held_out(label)
+            st = trace_stats(trace, spec.params)
+            overall += st
+            if held_out:
+                held += st
+            by_scenario.setdefault(scenario.id, Stats()).__iadd__(st)
+            by_world.setdefault(label, Stats()).__iadd__(st)
+            snd, n = probe_diversity(policy, trace)
+            if snd is not None:
+                for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held",) if held_out else ())):
+                    snd_sum[key] = snd_sum.get(key, 0.0) + snd * n
+                    snd_n[key] = snd_n.get(key, 0) + n
+
+    def with_snd(result: dict[str, Any], key: str) -> dict[str, Any]:
+        result["diversity"] = snd_sum[key] / snd_n[key] if snd_n.get(key) else None
+        return result
+
+    result = with_snd(overall.result(), "all")
+    result["held_out"] = scalar_view(with_snd(held.result(), "held")) if held.n.get("villages") else None
+    result["by_scenario"] = {k: scalar_view(with_snd(v.result(), f"s:{k}")) for k, v in by_scenario.items()}
+    result["by_world"] = {k: scalar_view(with_snd(v.result(), f"w:{k}")) for k, v in by_world.items()}
+    result["plans"] = plans
+    return result
+
+
+def evaluate(policies: Sequence[tuple[str, Policy]], spec: EvalSpec, *,
+             progress: Callable[[str], None] | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+    """{name: metrics} for each (name, policy), all on the same scenario runs."""
+    out = {}
+    for name, policy in policies:
+        out[name] = evaluate_policy(policy, spec, progress=progress, notes=notes)
+    return out
+
+
+# ------------------------------------------------------------------ thresholds and reporting
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: float | None
+    target: str
+    passed: bool | None  # None: not applicable (missing comparison or nothing eligible)
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def threshold_checks(results: dict[str, Any], main: str) -> tuple[list[Check], str]:
+    """The issue's thresholds for the `main` policy; on held-out generated worlds when the run has any.
+
+    Returns (checks, which worlds they were computed on)."""
+    def view(name: str) -> dict[str, Any] | None:
+        r = results.get(name)
+        if r is None:
+            return None
+        return r["held_out"] if use_held else scalar_view(r)
+
+    use_held = results.get(main, {}).get("held_out") is not None
+    scope = "held-out generated worlds" if use_held else "all worlds (no held-out generated world in --worlds)"
+    m = view(main) or {}
+    checks = []
+    for metric, limit in THRESHOLDS.items():
+        v = m.get(metric)
+        checks.append(Check(metric, v, f">= {limit}", None if v is None else bool(v >= limit)))
+    ri = view("random_init")
+    for metric in RATES:
+        v, ref = (ri or {}).get(metric), m.get(metric)
+        applicable = ri is not None and v is not None and ref is not None
+        checks.append(Check(f"random_init {metric}", v,
+                            f"<= 1/3 of {main} ({_fmt(None if ref is None else ref * RANDOM_INIT_MAX_SHARE)})",
+                            bool(v <= ref * RANDOM_INIT_MAX_SHARE + 1e-12) if applicable else None))
+    sc = view("scripted") if main != "scripted" else None
+    v, ref = m.get("diversity"), (sc or {}).get("diversity")
+    checks.append(Check("diversity", v, f"> scripted ({_fmt(ref)})",
+                        bool(v > ref) if (v is not None and ref is not None) else None))
+    return checks, scope
+
+
+def _digits(column: str) -> int:
+    """Rates and shares with 3 decimals; tick counts, hops and lengths with 2."""
+    return 2 if any(w in column for w in ("latency", "chain", "hops", "graph_distance")) else 3
+
+
+def markdown_table(results: dict[str, Any], columns: Sequence[str] = TABLE_COLUMNS) -> str:
+    head = "| policy | " + " | ".join(columns) + " |"
+    rule = "|---|" + "---:|" * len(columns)
+    rows = [f"| {name} | " + " | ".join(_fmt(r.get(c), _digits(c)) for c in columns) + " |"
+            for name, r in results.items()]
+    return "\n".join([head, rule, *rows])
+
+
+def checks_table(checks: list[Check], main: str, scope: str) -> str:
+    lines = [f"Thresholds for {main} ({scope}):", "", "| check | value | threshold | result |", "|---|---:|---|---|"]
+    for c in checks:
+        verdict = "n/a" if c.passed is None else ("PASS" if c.passed else "FAIL")
+        lines.append(f"| {c.name} | {_fmt(c.value)} | {c.target} | {verdict} |")
+    return "\n".join(lines)
+
+
+def scenario_table(results: dict[str, Any], metric: str) -> str:
+    names = list(results)
+    scenarios: list[str] = []
+    for r in results.values():
+        scenarios += [s for s in r.get("by_scenario", {}) if s not in scenarios]
+    lines = [f"{metric} by scenario:", "", "| scenario | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for s in scenarios:
+        lines.append(f"| {s} | " + " | ".join(_fmt(results[n].get("by_scenario", {}).get(s, {}).get(metric))
+                                                for n in names) + " |")
+    return "\n".join(lines)
+
+
+def json_line(results: dict[str, Any]) -> dict[str, Any]:
+    """What `village eval --json` prints on its last line: scalars, held-out scalars and per-scenario rates."""
+    return {name: {**scalar_view(r), "held_out": r.get("held_out"), "by_scenario": r.get("by_scenario"),
+                   "counts": r.get("counts")}
+            for name, r in results.items()}
+
+
+def write_plots(results: dict[str, Any], out_dir: Path) -> list[Path]:
+    """rates.png, reach.png, diversity.png, distance.png (matplotlib, headless)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    names = list(results)
+    # reaction rates per policy
+    metrics = ("mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency")
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / max(len(names), 1)
+    x = np.arange(len(metrics))
+    for k, name in enumerate(names):
+        vals = [results[name].get(m) for m in metrics]
+        ax.bar(x + k * width, [np.nan if v is None else v for v in vals], width, label=name)
+    for m, limit in THRESHOLDS.items():
+        if m in metrics:
+            i = metrics.index(m)
+            ax.hlines(limit, i - 0.1, i + 0.9, colors="black", linestyles="dashed", linewidth=1)
+    ax.set_xticks(x + width * (len(names) - 1) / 2, [m.replace("_", " ") for m in metrics])
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share")
+    ax.set_title("Reactions by completed behaviour (dashed: thresholds)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    written.append(out_dir / "rates.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    # news reach curve
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name in names:
+        curve = results[name].get("curves", {}).get("news_reach", [])
+        ax.plot(range(len(curve)), [np.nan if v is None else v for v in curve], label=name)
+    ax.set_xlabel("ticks since the death (10 min)")
+    ax.set_ylabel("share of living NPCs who know")
+    ax.set_ylim(0, 1.05)
+    ax.set_title("News reach")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    written.append(out_dir / "reach.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    # diversity
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = np.arange(len(names))
+    snd = [results[n].get("diversity") for n in names]
+    emp = [results[n].get("diversity_empirical") for n in names]
+    ax.bar(x - 0.2, [np.nan if v is None else v for v in snd], 0.4, label="SND (TV, personality swap)")
+    ax.bar(x + 0.2, [np.nan if v is None else v for v in emp], 0.4, label="empirical (per-NPC histograms)")
+    ax.set_xticks(x, names)
+    ax.set_ylabel("mean pairwise TV distance")
+    ax.set_title("Behavioural diversity")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    written.append(out_dir / "diversity.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    # distance from the culprit, witnesses vs hearsay
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for k, name in enumerate(names):
+        color = f"C{k}"
+        for key, style in (("distance_witness", "-"), ("distance_hearsay", ":")):
+            curve = results[name].get("curves", {}).get(key, [])
+            ax.plot(range(len(curve)), [np.nan if v is None else v for v in curve], style, color=color,
+                    label=f"{name} {key.split('_')[1]}")
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("ticks since learning of the death")
+    ax.set_ylabel("distance from the culprit / sight radius")
+    ax.set_title("Timid NPCs: distance kept from the culprit")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    written.append(out_dir / "distance.png")
+    fig.savefig(written[-1], dpi=110)
+    plt.close(fig)
+    return written

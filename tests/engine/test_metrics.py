@@ -1,0 +1,409 @@
+"""Emergence metrics on hand-built traces with known answers (engine/metrics.py, docs/emergence.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.constants import Action, EntityKind, EventType, Reaction
+from engine.metrics import (
+    MetricParams,
+    Stats,
+    Trace,
+    TraceRecorder,
+    entropy,
+    performed,
+    summarize,
+    system_neural_diversity,
+    trace_stats,
+    tv_distance,
+)
+
+N, PLAYER, T = 4, 4, 60  # NPCs 0..3, the player is entity 4
+VICTIM, DEATH_STEP = 0, 5
+
+
+class Builder:
+    """A one-village trace: NPC 0 is killed by the player at step 5; everything else is set by each test."""
+
+    def __init__(self, ticks: int = T):
+        E = N + 1
+        self.ticks = ticks
+        self.traits = np.full((1, N, 5), 0.5, np.float32)
+        self.affinity = np.zeros((1, N, N), np.float32)
+        self.kin = np.zeros((1, N, N), bool)
+        self.pos = np.zeros((ticks + 1, 1, E, 2), np.float32)
+        self.pos[:, 0, :N, 0] = np.arange(N) * 2.0  # NPCs in a row, 2 apart
+        self.pos[:, 0, PLAYER] = (0.5, 0.0)  # the player stands by the victim
+        self.alive = np.ones((ticks + 1, 1, E), bool)
+        self.alive[DEATH_STEP + 1:, 0, VICTIM] = False
+        z = (ticks + 1, 1, N)
+        self.activity = np.zeros(z, np.int8)
+        self.target = np.full(z, -1, np.int16)
+        self.performing = np.zeros(z, bool)
+        self.busy = np.zeros(z, bool)
+        self.reaction = np.zeros(z, np.int8)
+        self.grief = np.zeros(z, np.float32)
+        self.joy = np.zeros(z, np.float32)
+        self.learned_tick = np.full((1, N, E), -1, np.int32)
+        self.learned_from = np.full((1, N, E), -2, np.int32)
+        self.known_culprit = np.full((1, N, E), -1, np.int32)
+        self.culprit_tick = np.full((1, N, E), -1, np.int32)
+        self.events: list[tuple[int, ...]] = []  # (id, tick, type, actor, target, cause, reaction)
+        self.messages: list[tuple[int, ...]] = []
+        self.event(DEATH_STEP, EventType.DEATH, PLAYER, VICTIM)
+
+    def event(self, tick: int, type_: EventType, actor: int, target: int, cause: int = -1,
+              reaction: Reaction = Reaction.NONE) -> int:
+        eid = len(self.events)
+        self.events.append((eid, tick, int(type_), actor, target, cause, int(reaction)))
+        return eid
+
+    def relate(self, i: int, j: int, affinity: float, kin: bool = False) -> None:
+        self.affinity[0, i, j] = self.affinity[0, j, i] = affinity
+        self.kin[0, i, j] = self.kin[0, j, i] = kin
+
+    def learns(self, i: int, step: int, sender: int = -1, culprit: bool = True, subject: int = VICTIM) -> None:
+        self.learned_tick[0, i, subject] = step
+        self.learned_from[0, i, subject] = sender
+        if culprit:
+            self.known_culprit[0, i, subject] = PLAYER
+            self.culprit_tick[0, i, subject] = step
+
+    def does(self, i: int, kind: Action, target: int, rows: range, performing: bool = True) -> None:
+        """NPC i is busy with `kind` on `target` in the given state rows (performing there if asked)."""
+        for t in rows:
+            self.activity[t, 0, i] = kind
+            self.target[t, 0, i] = target
+            self.busy[t, 0, i] = True
+            self.performing[t, 0, i] = performing
+
+    def build(self) -> Trace:
+        cols = ("id", "tick", "type", "actor", "target", "cause", "reaction")
+        ev = {c: np.array([e[k] for e in self.events], np.int64) for k, c in enumerate(cols)}
+        ev["village"] = np.zeros(len(self.events), np.int64)
+        mcols = ("tick", "sender", "receiver", "subject", "culprit", "how")
+        ms = {c: np.array([m[k] for m in self.messages], np.int64) for k, c in enumerate(mcols)}
+        ms["village"] = np.zeros(len(self.messages), np.int64)
+        death_tick = np.full((1, N + 1), -1)
+        killer = np.full((1, N + 1), -1)
+        death_tick[0, VICTIM], killer[0, VICTIM] = DEATH_STEP, PLAYER
+        M = 1
+        return Trace(
+            scenario="test", world="test", ticks=self.ticks,
+            entity_kind=np.array([EntityKind.NPC] * N + [EntityKind.PLAYER], np.int8),
+            traits=self.traits, affinity=self.affinity, kin=self.kin, sight_radius=np.array([10.0]),
+            safe_distance=np.array([10.0]), joy_decay=0.97, pos=self.pos, alive=self.alive,
+            activity=self.activity, target=self.target, performing=self.performing, busy=self.busy,
+            reaction=self.reaction, grief=self.grief, joy=self.joy,
+            fear_actor=np.zeros((self.ticks + 1, 1, N, M), np.float32),
+            anger_actor=np.zeros((self.ticks + 1, 1, N, M), np.float32),
+            learned_tick=self.learned_tick, learned_from=self.learned_from, known_culprit=self.known_culprit,
+            culprit_tick=self.culprit_tick, death_tick=death_tick, killer=killer, events=ev, messages=ms,
+        )
+
+
+def result(b: Builder, **params: float) -> dict:
+    return trace_stats(b.build(), MetricParams(**params)).result()
+
+
+# ------------------------------------------------------------------ building blocks
+def test_performed_counts_the_last_tick_whose_flag_is_already_cleared() -> None:
+    b = Builder()
+    b.does(1, Action.MOURN, VICTIM, range(9, 14))  # performing after steps 8..12; the 6th tick is step 13
+    acted, kind, target = performed(b.build())
+    steps = np.flatnonzero(acted[:, 0, 1])
+    assert steps.tolist() == list(range(8, 14))
+    assert (kind[steps, 0, 1] == Action.MOURN).all() and (target[steps, 0, 1] == VICTIM).all()
+
+
+def test_tv_distance_entropy_and_snd_on_known_distributions() -> None:
+    assert tv_distance([1, 0, 0], [0, 1, 0]) == pytest.approx(1.0)
+    assert tv_distance([0.5, 0.5], [0.5, 0.5]) == pytest.approx(0.0)
+    assert entropy(np.array([1, 1, 1, 1])) == pytest.approx(2.0)
+    assert entropy(np.array([5, 0])) == pytest.approx(0.0)
+    same = np.tile([[0.2, 0.8]], (3, 4, 1))  # (P=3, G=4, A=2): every agent acts alike
+    assert system_neural_diversity(same) == pytest.approx(0.0)
+    # two agents, one-hot on different actions for one observation, identical on the other
+    probs = np.array([[[1, 0], [0, 1]], [[0.5, 0.5], [0.5, 0.5]]], float)
+    assert system_neural_diversity(probs) == pytest.approx(0.5)
+    # three agents: TV(a,b)=0.4, TV(a,c)=0.4, TV(b,c)=0 -> mean 0.8/3
+    probs = np.array([[[0.6, 0.4], [0.2, 0.8], [0.2, 0.8]]])
+    assert system_neural_diversity(probs) == pytest.approx(0.8 / 3)
+    assert system_neural_diversity(np.zeros((0, 3, 2))) is None
+    assert system_neural_diversity(np.ones((2, 1, 2))) is None
+    with pytest.raises(ValueError, match="probs"):
+        system_neural_diversity(np.ones((2, 2)))
+
+
+# ------------------------------------------------------------------ mourning
+def test_mourning_counts_close_relations_who_spend_enough_ticks_at_the_body() -> None:
+    b = Builder()
+    b.relate(0, 1, 0.9, kin=True)  # spouse: mourns 6 ticks -> yes
+    b.relate(0, 2, 0.6)  # friend: mourns 5 ticks -> no
+    b.relate(0, 3, 0.2)  # acquaintance: not a close relation, whatever it does
+    for i in (1, 2, 3):
+        b.learns(i, DEATH_STEP)
+    b.does(1, Action.MOURN, VICTIM, range(9, 14))  # steps 8..13
+    b.does(2, Action.MOURN, VICTIM, range(9, 13))  # steps 8..12
+    b.does(3, Action.MOURN, VICTIM, range(9, 20))
+    r = result(b)
+    assert r["mourning_rate"] == pytest.approx(0.5)
+    assert r["counts"]["mourn_eligible"] == 2
+    assert r["mourning_latency"] == pytest.approx(8 - DEATH_STEP)
+
+
+def test_walking_to_the_body_is_not_mourning_and_consoling_grieving_kin_is() -> None:
+    b = Builder()
+    b.relate(0, 1, 0.9, kin=True)
+    b.relate(0, 2, 0.7)
+    b.learns(1, DEATH_STEP)
+    b.learns(2, DEATH_STEP)
+    b.does(1, Action.MOURN, VICTIM, range(6, 40), performing=False)  # walks the whole time, never arrives
+    b.does(2, Action.COMFORT, 1, range(10, 15))  # comforts the grieving spouse, steps 9..14
+    r = result(b)
+    assert r["mourning_rate"] == pytest.approx(0.5)
+    assert r["mourning_latency"] == pytest.approx(9 - DEATH_STEP)
+
+
+def test_mourning_edge_cases_nobody_close_never_told_or_window_cut_off() -> None:
+    b = Builder()
+    b.relate(0, 1, 0.3)  # nobody close
+    b.learns(1, DEATH_STEP)
+    assert result(b)["mourning_rate"] is None
+    b = Builder()
+    b.relate(0, 1, 0.9, kin=True)  # close, but never learns of it
+    r = result(b)
+    assert r["mourning_rate"] is None and r["counts"]["mourn_close"] == 1
+    b = Builder()
+    b.relate(0, 1, 0.9, kin=True)
+    b.learns(1, T - 10)  # the 36-tick window does not fit in the episode
+    r = result(b)
+    assert r["mourning_rate"] is None and r["counts"]["mourn_informed"] == 1
+
+
+# ------------------------------------------------------------------ revenge
+def test_revenge_rate_counts_aggressive_close_relations_who_land_a_blow_in_time() -> None:
+    b = Builder()
+    for i in (1, 2, 3):
+        b.relate(0, i, 0.8, kin=True)
+        b.learns(i, DEATH_STEP)
+    b.traits[0, 1, 1] = 0.9  # aggressive, strikes the culprit -> yes
+    b.traits[0, 2, 1] = 0.7  # aggressive, strikes too late -> no
+    b.traits[0, 3, 1] = 0.2  # not aggressive: not counted even though it strikes
+    b.event(12, EventType.ATTACK, 1, PLAYER, cause=0)
+    b.event(DEATH_STEP + 30, EventType.ATTACK, 2, PLAYER, cause=0)
+    b.event(12, EventType.ATTACK, 3, PLAYER, cause=0)
+    r = result(b)
+    assert r["revenge_rate"] == pytest.approx(0.5)
+    assert r["counts"]["revenge_eligible"] == 2
+
+
+def test_revenge_needs_the_culprit_known_and_accuracy_is_per_attacker() -> None:
+    b = Builder()
+    b.relate(0, 1, 0.8, kin=True)
+    b.traits[0, 1, 1] = 0.9
+    b.learns(1, DEATH_STEP, culprit=False)  # knows of the death, not who did it
+    b.event(12, EventType.ATTACK, 1, PLAYER)  # on the culprit
+    b.event(14, EventType.ATTACK, 1, 3)  # on a bystander
+    b.event(15, EventType.ATTACK, 2, PLAYER)  # on the culprit
+    b.event(3, EventType.ATTACK, 3, 2)  # before the killing: not counted
+    r = result(b)
+    assert r["revenge_rate"] is None and r["counts"]["revenge_close"] == 1
+    assert r["revenge_accuracy"] == pytest.approx((0.5 + 1.0) / 2)
+    assert r["counts"]["attackers"] == 2
+
+
+def test_zero_attacks_leave_accuracy_undefined() -> None:
+    b = Builder()
+    assert result(b)["revenge_accuracy"] is None
+
+
+# ------------------------------------------------------------------ fear
+def test_fear_counts_timid_witnesses_who_get_themselves_to_safety() -> None:
+    b = Builder()
+    b.traits[0, 1:, 0] = 0.2  # all timid
+    for i in (1, 2, 3):
+        b.learns(i, DEATH_STEP)  # all saw it
+    # NPC 1 runs away north and stays away; the player walks off south two ticks later
+    b.pos[DEATH_STEP + 2:, 0, 1] = (2.0, 6.0)
+    b.pos[DEATH_STEP + 3:, 0, 1] = (2.0, 12.0)
+    b.pos[DEATH_STEP + 3:, 0, PLAYER] = (0.0, -40.0)
+    # NPC 2 stands still while the player walks off: far enough, but it did not flee
+    # NPC 3 was already far from the player when it happened: not eligible
+    b.pos[:, 0, 3] = (0.0, 25.0)
+    r = result(b)
+    assert r["counts"]["fear_witnesses"] == 3
+    assert r["counts"]["fear_eligible"] == 2
+    assert r["fear_rate"] == pytest.approx(0.5)
+    curve = r["curves"]["distance_witness"]
+    assert curve[0] == pytest.approx((1.5 + 3.5 + np.hypot(0.5, 25.0)) / 3 / 10.0)
+
+
+def test_fear_requires_keeping_the_distance_and_ignores_the_brave_and_hearsay() -> None:
+    b = Builder()
+    b.traits[0, 1, 0] = 0.2
+    b.learns(1, DEATH_STEP)
+    b.pos[DEATH_STEP + 2:DEATH_STEP + 4, 0, 1] = (0.0, 12.0)  # away for 2 ticks, then back
+    b.traits[0, 2, 0] = 0.9  # brave witness: not counted
+    b.learns(2, DEATH_STEP)
+    b.traits[0, 3, 0] = 0.1  # timid but told: hearsay curve only
+    b.learns(3, DEATH_STEP + 4, sender=1)
+    r = result(b)
+    assert r["counts"]["fear_eligible"] == 1 and r["fear_rate"] == pytest.approx(0.0)
+    assert r["curves"]["distance_hearsay"][0] == pytest.approx(np.hypot(6.0 - 0.5, 0.0) / 10.0)
+
+
+def test_no_witnesses_leaves_fear_undefined() -> None:
+    b = Builder()
+    b.traits[0, :, 0] = 0.1
+    b.learns(1, DEATH_STEP + 3, sender=2)
+    assert result(b)["fear_rate"] is None
+
+
+# ------------------------------------------------------------------ news
+def test_news_reach_curve_and_path_lengths() -> None:
+    b = Builder()
+    b.relate(1, 2, 0.5)
+    b.relate(2, 3, 0.5)
+    b.learns(1, DEATH_STEP)  # saw it
+    b.learns(2, DEATH_STEP + 2, sender=1)  # one hop, graph distance 1
+    b.learns(3, DEATH_STEP + 4, sender=2)  # two hops, graph distance 2
+    r = trace_stats(b.build(), MetricParams(news_horizon=6)).result()
+    assert r["curves"]["news_reach"][:6] == pytest.approx([1 / 3, 1 / 3, 2 / 3, 2 / 3, 1.0, 1.0])
+    assert r["news_reach"] == pytest.approx(1.0)
+    assert r["news_hops"] == pytest.approx(1.5)
+    assert r["news_graph_distance"] == pytest.approx(1.5)
+
+
+# ------------------------------------------------------------------ consistency
+def test_consistency_passes_a_clean_trace_and_catches_each_violation() -> None:
+    def clean() -> Builder:
+        b = Builder()
+        b.relate(0, 1, 0.9, kin=True)
+        b.relate(0, 3, -0.6)  # a rival of the victim
+        b.learns(1, DEATH_STEP + 2, sender=2)
+        b.learns(2, DEATH_STEP)
+        b.learns(3, DEATH_STEP + 3, sender=2)
+        b.grief[DEATH_STEP + 3:, 0, 1] = 1.0  # grief when it learns (row = step + 1)
+        b.joy[DEATH_STEP + 4:, 0, 3] = 0.5  # the rival gloats when it learns
+        b.does(1, Action.MOURN, VICTIM, range(DEATH_STEP + 5, DEATH_STEP + 10))
+        b.event(DEATH_STEP + 5, EventType.REACTION, 1, VICTIM, cause=0, reaction=Reaction.MOURNING)
+        b.event(DEATH_STEP + 12, EventType.ATTACK, 1, PLAYER, cause=0)
+        b.event(DEATH_STEP + 12, EventType.REACTION, 1, PLAYER, cause=0, reaction=Reaction.REVENGE)
+        return b
+
+    r = result(clean())
+    assert r["consistency"] == pytest.approx(1.0)
+    assert set(r["consistency_checks"]) == {"reacts_after_knowing", "mourns_after_knowing",
+                                            "no_grief_before_knowing", "gloating_not_grief",
+                                            "revenge_on_known_culprit", "dead_do_nothing"}
+
+    def failed(b: Builder) -> set[str]:
+        checks = result(b)["consistency_checks"]
+        return {k for k, v in checks.items() if v["passed"] < v["total"]}
+
+    b = clean()  # mourning before knowing
+    b.does(1, Action.MOURN, VICTIM, range(DEATH_STEP + 1, DEATH_STEP + 3))
+    b.event(DEATH_STEP + 1, EventType.REACTION, 1, VICTIM, cause=0, reaction=Reaction.MOURNING)
+    assert failed(b) == {"mourns_after_knowing", "reacts_after_knowing"}
+    b = clean()  # grief before knowing
+    b.grief[DEATH_STEP + 2, 0, 1] = 0.5
+    assert failed(b) == {"no_grief_before_knowing"}
+    b = clean()  # the rival grieves instead of gloating
+    b.grief[DEATH_STEP + 4:, 0, 3] = 0.3
+    b.joy[:, 0, 3] = 0.0
+    assert failed(b) == {"gloating_not_grief"}
+    b = clean()  # revenge on someone never blamed and who never attacked it
+    b.event(DEATH_STEP + 20, EventType.REACTION, 1, 3, cause=-1, reaction=Reaction.REVENGE)
+    assert failed(b) == {"revenge_on_known_culprit"}
+    b = clean()  # the victim acts after its death
+    b.event(DEATH_STEP + 2, EventType.ATTACK, VICTIM, 2)
+    assert "dead_do_nothing" in failed(b)
+    r = result(b)
+    assert 0.0 < r["consistency"] < 1.0
+
+
+def test_revenge_on_ones_own_attacker_is_consistent() -> None:
+    b = Builder()
+    b.event(8, EventType.ATTACK, 3, 1)  # NPC 3 hits NPC 1
+    b.event(9, EventType.REACTION, 1, 3, reaction=Reaction.REVENGE)
+    assert result(b)["consistency_checks"]["revenge_on_known_culprit"] == {"passed": 1, "total": 1}
+
+
+# ------------------------------------------------------------------ chains
+def test_chain_length_follows_cause_links_from_the_trigger() -> None:
+    b = Builder()
+    b.event(7, EventType.REACTION, 1, VICTIM, cause=0, reaction=Reaction.MOURNING)  # depth 1
+    blow = b.event(9, EventType.ATTACK, 2, PLAYER, cause=0)  # depth 1
+    b.event(10, EventType.REACTION, 3, 2, cause=blow, reaction=Reaction.FEAR)  # depth 2
+    b.event(11, EventType.REACTION, 1, 2, cause=-1, reaction=Reaction.ALARM)  # unlinked
+    r = result(b)
+    assert r["chain_length"] == pytest.approx(2.0)
+    assert r["chain_events"] == pytest.approx(3.0)
+
+
+def test_a_killing_by_an_npc_is_linked_to_its_blow() -> None:
+    b = Builder()
+    blow = b.event(9, EventType.ATTACK, 2, 3, cause=0)  # revenge gone wrong: NPC 2 kills NPC 3
+    death = b.event(9, EventType.DEATH, 2, 3)
+    b.event(10, EventType.REACTION, 1, 3, cause=death, reaction=Reaction.MOURNING)
+    b.alive[10:, 0, 3] = False
+    assert blow < death
+    assert result(b)["chain_length"] == pytest.approx(3.0)
+
+
+def test_no_trigger_deaths_gives_empty_rates() -> None:
+    b = Builder()
+    b.events.clear()
+    b.alive[:] = True
+    r = result(b)
+    assert r["counts"]["deaths"] == 0
+    assert r["mourning_rate"] is None and r["revenge_rate"] is None and r["fear_rate"] is None
+    assert r["chain_length"] is None
+
+
+# ------------------------------------------------------------------ pooling and the recorder
+def test_rates_pool_counts_over_traces() -> None:
+    def one(mourns: bool) -> Trace:
+        b = Builder()
+        b.relate(0, 1, 0.9, kin=True)
+        b.learns(1, DEATH_STEP)
+        if mourns:
+            b.does(1, Action.MOURN, VICTIM, range(9, 16))
+        return b.build()
+
+    assert summarize([one(True), one(False), one(False)])["mourning_rate"] == pytest.approx(1 / 3)
+    total = Stats()
+    total += trace_stats(one(True))
+    assert total.result()["mourning_rate"] == 1.0
+
+
+def test_recorder_captures_a_real_killing() -> None:
+    from engine.sim import VillageSim
+    from worlds import load_world
+
+    world = load_world("village-v1")
+    sim = VillageSim(world, 2, seed=3, max_ticks=30, scenario="none", record=True)
+    rec = TraceRecorder(sim, scenario="manual", world=world.id, probe_rows=16)
+    victim = 5
+    player = sim.entity_names[0].index("player")
+    for t in range(30):
+        if t == 1:
+            for b in range(2):
+                sim.command(b, "player", "kill", target=victim)
+        rec.before_step()
+        sim.step(np.zeros((2, sim.N), np.int64))
+        rec.after_step()
+    trace = rec.finish()
+    assert trace.ticks == 30 and trace.pos.shape == (31, 2, sim.E, 2)
+    assert (trace.learned_tick == sim.state.learned_tick).all()
+    deaths = trace.events["type"] == EventType.DEATH
+    assert deaths.sum() == 2 and (trace.events["actor"][deaths] == player).all()
+    step = int(trace.death_tick[0, victim])
+    assert not trace.alive[step + 1, 0, victim] and trace.alive[step, 0, victim]
+    witnesses = (trace.learned_from[0, :, victim] == -1) & (trace.known_culprit[0, :, victim] >= 0)
+    assert witnesses.any()
+    assert (trace.culprit_tick[0, witnesses, victim] == trace.learned_tick[0, witnesses, victim]).all()
+    assert 0 < len(trace.probe_obs) <= 16 and trace.probe_obs.shape[1] == sim.obs.shape[-1]
+    assert trace.personas.shape == (sim.N, len(trace.persona_cols))

@@ -1,0 +1,142 @@
+"""`village eval` end to end on a tiny budget, its JSON line, its output files and its one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from village.cli import main
+
+METRICS = ("mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency", "diversity")
+TINY = ["--scenarios", "kill-parent,kill-in-square", "--worlds", "village-v1,generated:12:10000", "--seeds", "2",
+        "--max-ticks", "70", "--quiet"]
+
+
+def call(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+def last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_help() -> None:
+    assert call(["eval", "--help"]) == 0
+
+
+def test_scripted_vs_random_prints_a_table_thresholds_and_a_json_last_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = call(["eval", "--policy", "scripted", *TINY, "--compare", "random_init,random", "--json",
+                 "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    out = captured.out
+    assert "| policy | mourning_rate" in out and "| scripted |" in out and "| random |" in out
+    assert "Thresholds for scripted (held-out generated worlds)" in out
+    assert "random_init skipped" in out  # the scripted rules have no network to re-initialise
+    data = last_json(out)
+    assert list(data) == ["scripted", "random"]
+    for name in data:
+        for metric in METRICS:
+            assert metric in data[name]
+        assert set(data[name]["by_scenario"]) == {"kill-parent", "kill-in-square"}
+        assert data[name]["counts"]["villages"] == 2 * 2 * 2
+    assert data["random"]["diversity"] == pytest.approx(0.0)  # uniform whatever the personality
+    assert data["scripted"]["consistency"] >= 0.9
+    written = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"results.json", "table.md", "rates.png", "reach.png", "diversity.png", "distance.png"} <= written
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["policy"] == "scripted" and set(results["results"]) == {"scripted", "random"}
+    assert results["results"]["scripted"]["curves"]["news_reach"]
+
+
+def test_a_network_policy_is_compared_with_its_untrained_twin(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from engine.sim import VillageSim
+    from npc_brains.checkpoint import save_checkpoint
+    from npc_brains.evaluate import fresh_policy
+    from worlds import load_world
+
+    sim = VillageSim(load_world("village-v1"), 1, 0, scenario="none")
+    net = {"obs_dim": sim.observer.obs_dim, "n_actions": sim.n_actions, "state_dim": sim.observer.state_dim,
+           "cond_index": list(range(13)), "hidden": 16, "intent_dim": 8, "film": True, "central_critic": True}
+    from engine.observe import observation_layout
+    from engine.vec_env import flat_action_names
+
+    env = {"env_id": "village:village-v1", "obs_dim": net["obs_dim"], "n_actions": net["n_actions"],
+           "state_dim": net["state_dim"], "num_agents": sim.N, "observation_layout": observation_layout(sim.K),
+           "action_names": flat_action_names(sim.K)}
+    twin = fresh_policy(net, env, seed=5, name="twin")
+    assert twin.n_actions == sim.n_actions and twin.name == "twin"
+    path = save_checkpoint(tmp_path / "tiny.pt", {"kind": "policy", "config": {}, "net": net, "env": env,
+                                                  "model": _actor_state(net)})
+    code = call(["eval", "--policy", str(path), *TINY, "--scenarios", "kill-parent", "--compare", "random_init",
+                 "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = last_json(captured.out)
+    assert list(data) == ["tiny", "random_init"]
+    assert "random_init mourning_rate" in captured.out
+
+
+def _actor_state(net: dict) -> dict:
+    """A fresh actor's weights under checkpoint keys (what a trained policy file holds)."""
+    import torch
+
+    from npc_brains.networks import Actor, NetSpec
+
+    torch.manual_seed(0)
+    return {f"actor.{k}": v for k, v in Actor(NetSpec.from_dict(net)).state_dict().items()}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--seeds", "0"], "--seeds: expected an integer >= 1, got 0"),
+    (["--seeds", "many"], "--seeds: expected an integer >= 1, got 'many'"),
+    (["--max-ticks", "-3"], "--max-ticks: expected an integer >= 1"),
+    (["--scenarios", "kill-parent,nope"], "--scenarios: unknown scenario 'nope'"),
+    (["--scenarios", "kill-parent,,raid"], "--scenarios: expected a comma-separated list"),
+    (["--compare", "mappo,qmix"], "--compare: unknown comparison 'qmix'"),
+    (["--worlds", "generated:x"], "generated:N"),
+    (["--worlds", "no-such-world"], "no-such-world"),
+    (["--policy", "missing.pt"], "--policy: expected default, scripted, random or an existing policy file"),
+])
+def test_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["eval", "--policy", "scripted", "--seeds", "1", "--quiet"]
+    code = call(base + argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("village eval: error: ") and message in err
+
+
+def test_a_missing_bundled_policy_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from npc_brains.runtime import DEFAULT_POLICY
+
+    if DEFAULT_POLICY.is_file():
+        pytest.skip("a default policy is bundled")
+    assert call(["eval", "--seeds", "1", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--policy scripted" in err
+
+
+@pytest.mark.slow
+def test_the_bundled_policy_meets_the_thresholds(capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's acceptance: on held-out generated worlds, with every comparison (minutes on 2 CPU cores)."""
+    from npc_brains.evaluate import threshold_checks
+    from npc_brains.runtime import DEFAULT_POLICY
+
+    if not DEFAULT_POLICY.is_file():
+        pytest.skip("no bundled default policy yet")
+    code = call(["eval", "--policy", "default", "--json", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = last_json(captured.out)
+    checks, scope = threshold_checks(data, "default")
+    assert scope == "held-out generated worlds"
+    failed = [(c.name, c.value, c.target) for c in checks if c.passed is not True]
+    assert not failed, failed

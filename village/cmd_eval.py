@@ -1,0 +1,236 @@
+"""`village eval`: measure whether mourning, revenge and fear emerge from a policy, on the scenario suite.
+
+Runs every scenario (worlds/scenarios/) on every world with K seeds (K villages batched in one simulation),
+for the given policy and the comparisons (MAPPO if bundled, the scripted rules, an untrained network of the
+same architecture, random actions); prints a markdown table and the issue's thresholds with pass/fail. With
+--json the last line printed is one JSON object {policy: {metric: value}}. Definitions: docs/emergence.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from village.cli import UserError
+
+DEFAULT_SEEDS = 32
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", default="default",
+                        help="default (the bundled trained policy), scripted, random, or a policy file "
+                             "(default: default)")
+    parser.add_argument("--scenarios", default="all",
+                        help="comma-separated scenario ids or scenario files, or 'all' for the bundled suite "
+                             "(default: all)")
+    parser.add_argument("--worlds", default=None,
+                        help="comma-separated world ids, world files or generated:N:SEED (default: village-v1 "
+                             "and two held-out generated 12-NPC worlds, seeds 10000 and 10001)")
+    parser.add_argument("--seeds", default=str(DEFAULT_SEEDS),
+                        help=f"villages (simulation seeds) per scenario and world (default: {DEFAULT_SEEDS})")
+    parser.add_argument("--seed", default="0", help="base simulation seed (default: 0)")
+    parser.add_argument("--compare", default="mappo,scripted,random_init,random",
+                        help="comma-separated comparisons among mappo, scripted, random_init, random, or 'none' "
+                             "(default: all four; unavailable ones are skipped with a note)")
+    parser.add_argument("--max-ticks", default=None,
+                        help="cap every scenario's episode length (ticks), for quick runs (default: no cap)")
+    parser.add_argument("--deterministic", action="store_true",
+                        help="take each policy's most likely action instead of sampling")
+    parser.add_argument("--json", action="store_true",
+                        help="end the output with one line of JSON: {policy: {metric: value, ...}, ...}")
+    parser.add_argument("--out", metavar="DIR",
+                        help="also write results.json, table.md and PNG plots (rates, reach, diversity, distance)")
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 if a threshold fails")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def _int_flag(text: str, flag: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise UserError(f"{flag}: expected an integer >= {minimum}, got {text!r}") from None
+    if value < minimum:
+        raise UserError(f"{flag}: expected an integer >= {minimum}, got {value}")
+    return value
+
+
+def _items(text: str, flag: str) -> list[str]:
+    items = [t.strip() for t in text.split(",")]
+    if not text.strip() or any(not t for t in items):
+        raise UserError(f"{flag}: expected a comma-separated list without empty entries, got {text!r}")
+    return items
+
+
+def _load_main_policy(choice: str, seed: int) -> tuple[str, Any]:
+    from npc_brains.baselines import BASELINES, get_baseline
+
+    if choice in BASELINES:
+        return choice, get_baseline(choice, seed=seed)
+    from npc_brains.checkpoint import CheckpointError
+    from npc_brains.runtime import load_policy
+
+    if choice != "default" and not Path(choice).is_file():
+        raise UserError(f"--policy: expected default, scripted, random or an existing policy file, got {choice!r}")
+    try:
+        policy = load_policy(choice, seed=seed)
+    except CheckpointError as exc:
+        hint = "; try --policy scripted or --policy random" if choice == "default" else ""
+        raise UserError(f"--policy: {exc}{hint}") from None
+    return policy.name, policy
+
+
+def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: list[str]) -> list[tuple[str, Any]]:
+    from npc_brains.baselines import get_baseline
+    from npc_brains.evaluate import MAPPO_POLICY, random_init_policy
+
+    out = []
+    for name in names:
+        if name == main_name:
+            continue
+        if name == "mappo":
+            if not MAPPO_POLICY.is_file():
+                notes.append(f"mappo skipped: no MAPPO checkpoint at {MAPPO_POLICY}")
+                continue
+            from npc_brains.checkpoint import CheckpointError
+            from npc_brains.runtime import load_policy
+
+            try:
+                policy = load_policy(MAPPO_POLICY, seed=seed)
+            except CheckpointError as exc:
+                notes.append(f"mappo skipped: {exc}")
+                continue
+            policy.name = "mappo"
+            out.append(("mappo", policy))
+        elif name == "random_init":
+            fresh = random_init_policy(main, seed=seed)
+            if fresh is None:
+                notes.append(f"random_init skipped: {main_name} has no network to re-initialise")
+                continue
+            out.append(("random_init", fresh))
+        else:
+            out.append((name, get_baseline(name, seed=seed)))
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.scenarios import ScenarioError, bundled_scenarios, load_scenario
+    from engine.vec_env import resolve_world
+    from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS
+
+    villages = _int_flag(args.seeds, "--seeds", 1)
+    seed = _int_flag(args.seed, "--seed", 0)
+    max_ticks = None if args.max_ticks is None else _int_flag(args.max_ticks, "--max-ticks", 1)
+    compare = [] if args.compare.strip() == "none" else _items(args.compare, "--compare")
+    for name in compare:
+        if name not in COMPARISONS:
+            raise UserError(f"--compare: unknown comparison {name!r}; expected some of {', '.join(COMPARISONS)} "
+                            f"or 'none'")
+    scenario_ids = bundled_scenarios() if args.scenarios.strip() == "all" else _items(args.scenarios, "--scenarios")
+    try:
+        scenarios = [load_scenario(s) for s in scenario_ids]
+    except ScenarioError as exc:
+        raise UserError(f"--scenarios: {exc}") from None
+    world_labels = list(DEFAULT_WORLDS) if args.worlds is None else _items(args.worlds, "--worlds")
+    worlds = [(label, resolve_world(label)) for label in world_labels]
+    out_dir = None
+    if args.out:
+        out_dir = Path(args.out)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"--out: cannot create {str(out_dir)!r}: {exc.strerror or exc}") from None
+
+    notes: list[str] = []
+    main_name, main = _load_main_policy(args.policy, seed)
+    policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes)]
+
+    from npc_brains.evaluate import (
+        EvalSpec,
+        checks_table,
+        evaluate,
+        json_line,
+        markdown_table,
+        scenario_table,
+        threshold_checks,
+        write_plots,
+    )
+
+    spec = EvalSpec(scenarios, worlds, villages=villages, seed=seed, max_ticks=max_ticks,
+                    deterministic=args.deterministic)
+    total = len(policies) * len(scenarios) * len(worlds)
+    started = time.perf_counter()
+    from tqdm import tqdm
+
+    with tqdm(total=total, file=sys.stderr, disable=args.quiet, unit="run", dynamic_ncols=True) as bar:
+        calls = [0]
+
+        def progress(desc: str) -> None:  # called as each run starts
+            if calls[0]:
+                bar.update(1)
+            calls[0] += 1
+            bar.set_description(desc, refresh=False)
+
+        results = evaluate(policies, spec, progress=progress, notes=notes)
+        bar.update(total - bar.n)
+    wall = time.perf_counter() - started
+
+    checks, scope = threshold_checks(results, main_name)
+    print(f"village eval: policy {main_name} vs {', '.join(n for n, _ in policies[1:]) or 'nothing'}; "
+          f"{len(scenarios)} scenarios x {len(worlds)} worlds ({', '.join(world_labels)}) x {villages} seeds")
+    for note in dict.fromkeys(notes):
+        print(f"note: {note}")
+    print()
+    print(markdown_table(results))
+    print()
+    print(checks_table(checks, main_name, scope))
+    print()
+    print(f"wall time: {wall:.1f} s")
+    if out_dir is not None:
+        plotted = _write_outputs(out_dir, results, checks, scope, main_name, notes, wall, args, world_labels,
+                                 [s.id for s in scenarios], villages, markdown_table, checks_table, scenario_table,
+                                 write_plots)
+        print(f"wrote results.json, table.md{' and plots' if plotted else ''} to {out_dir}")
+    if args.json:
+        print(json.dumps(json_line(results), separators=(",", ":")))
+    failed = any(c.passed is False for c in checks)
+    return 1 if args.strict and failed else 0
+
+
+def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], scope: str, main_name: str,
+                   notes: list[str], wall: float, args: argparse.Namespace, world_labels: list[str],
+                   scenario_ids: list[str], villages: int, markdown_table: Any, checks_table: Any,
+                   scenario_table: Any, write_plots: Any) -> bool:
+    """Write results.json, table.md and (with matplotlib) the plots; True if the plots were written."""
+    from npc_brains.evaluate import SCALARS
+
+    payload = {
+        "policy": main_name,
+        "config": {"scenarios": scenario_ids, "worlds": world_labels, "seeds": villages, "seed": args.seed,
+                   "max_ticks": args.max_ticks, "deterministic": args.deterministic},
+        "wall_seconds": round(wall, 2),
+        "notes": list(dict.fromkeys(notes)),
+        "thresholds": {"scope": scope, "checks": [c.__dict__ for c in checks]},
+        "results": results,
+    }
+    parts = [f"# village eval: {main_name}", "", markdown_table(results, SCALARS), "", checks_table(checks, main_name,
+                                                                                                    scope)]
+    for metric in ("mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency"):
+        parts += ["", scenario_table(results, metric)]
+    if notes:
+        parts += ["", *[f"- note: {n}" for n in dict.fromkeys(notes)]]
+    try:
+        (out_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        (out_dir / "table.md").write_text("\n".join(parts) + "\n", encoding="utf-8")
+        try:
+            import matplotlib  # noqa: F401  (an optional dependency: the "plots" extra)
+        except ImportError:
+            print("note: PNG plots skipped: matplotlib is not installed (pip install 'village-npc[plots]')")
+            return False
+        write_plots(results, out_dir)
+        return True
+    except OSError as exc:
+        raise UserError(f"--out: cannot write to {str(out_dir)!r}: {exc.strerror or exc}") from None
