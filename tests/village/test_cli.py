@@ -77,14 +77,9 @@ def test_demo_is_reproducible_from_its_seed(capsys: pytest.CaptureFixture[str]) 
 def test_demo_default_policy_falls_back_to_scripted_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
     assert call(["demo", "--ticks", "40"]) == 0
     out = capsys.readouterr().out
-    try:
-        from npc_brains import load_policy
+    from npc_brains.runtime import DEFAULT_POLICY
 
-        load_policy("default")
-        bundled = True
-    except (ImportError, FileNotFoundError):
-        bundled = False
-    if bundled:
+    if DEFAULT_POLICY.exists():
         assert "no trained policy bundled" not in out
     else:
         assert "no trained policy bundled yet; using the scripted rule policy" in out
