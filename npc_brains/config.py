@@ -8,7 +8,7 @@ and `--algo drmas --no-shaping` are both one flag away.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "mappo": dict(central_critic=True, value_norm=True, adv_norm="global", film=False, contrastive=0.0,
                   constraint=0.0, shaping=False, sync_check=False, double_buffer=False, rollback=False),
     "drmas": dict(central_critic=True, value_norm=True, adv_norm="agent", film=True, contrastive=0.05,
-                  constraint=0.1, shaping=True, sync_check=True, double_buffer=True, rollback=True),
+                  constraint=0.03, shaping=True, sync_check=True, double_buffer=True, rollback=True),
 }
 COMPONENTS: tuple[str, ...] = tuple(PRESETS["drmas"])
 
@@ -47,11 +47,12 @@ class TrainConfig:
     # --- run
     algo: str = "drmas"
     steps: int = 200_000  # NPC-steps (rows of the flat vector env), rounded up to whole updates
-    envs: int = 32  # villages stepped in parallel
+    envs: int = 0  # villages stepped in parallel; 0 = auto (each finishes ~4 episodes, at most 64)
     seed: int = 0
     device: str = "auto"
     run_dir: str = "runs/default"
     checkpoint_every: int = 10  # updates
+    threads: int = 0  # torch CPU threads; 0 = auto (1 per thread of work when double buffering on CPU)
     # --- PPO (shared by all algorithms)
     rollout: int = 64  # ticks collected per update (rows per update = envs * num_agents * rollout)
     epochs: int = 4
@@ -82,7 +83,7 @@ class TrainConfig:
     contrastive_positive: str = "next"  # "next": own next step; "village": a village-mate at the same tick
     contrastive_temperature: float = 0.1
     contrastive_samples: int = 256  # anchors per minibatch
-    teacher_tau: float = 0.05  # EMA rate of the teacher per update
+    teacher_tau: float = 0.1  # EMA rate of the teacher per update
     constraint_many_agents: float = 0.4  # constraint weight raised by this fraction above 8 agents
     shaping_scale: float = 0.2  # state-entropy bonus factor of the seed
     shaping_anneal: int = 10_000  # joint steps (one tick of one village) over which the weight goes 1 -> 0
@@ -136,7 +137,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.algo in ALGOS, "algo", f"one of {', '.join(ALGOS)}", cfg.algo)
     _check(cfg.device in DEVICES or cfg.device.startswith("cuda:"), "device", "auto, cpu, cuda or cuda:N",
            cfg.device)
-    for name in ("steps", "envs", "rollout", "epochs", "minibatches", "hidden", "intent_dim", "slots",
+    for name in ("steps", "rollout", "epochs", "minibatches", "hidden", "intent_dim", "slots",
                  "max_ticks", "checkpoint_every", "policy_delay", "monitor_window", "bad_epochs",
                  "sync_probe", "contrastive_samples"):
         value = getattr(cfg, name)
@@ -166,6 +167,10 @@ def validate(cfg: TrainConfig) -> None:
            "rollback_on", f"a list drawn from {', '.join(ROLLBACK_CRITERIA)}", cfg.rollback_on)
     _check(isinstance(cfg.shaping_anneal, int) and cfg.shaping_anneal >= 0, "shaping_anneal",
            "an integer >= 0", cfg.shaping_anneal)
+    _check(isinstance(cfg.envs, int) and not isinstance(cfg.envs, bool) and cfg.envs >= 0, "envs",
+           "an integer >= 0 (0 = auto)", cfg.envs)
+    _check(isinstance(cfg.threads, int) and not isinstance(cfg.threads, bool) and cfg.threads >= 0, "threads",
+           "an integer >= 0 (0 = auto)", cfg.threads)
     _check(isinstance(cfg.coop_every, int) and cfg.coop_every >= 0, "coop_every", "an integer >= 0",
            cfg.coop_every)
     _check(isinstance(cfg.monitor_warmup, int) and cfg.monitor_warmup >= 0, "monitor_warmup",
@@ -220,4 +225,4 @@ def default_fields() -> dict[str, Any]:
 
 
 __all__ = ["ALGOS", "ADV_NORMS", "COMPONENTS", "PRESETS", "ConfigError", "TrainConfig", "config_from_dict",
-           "load_toml_config", "default_fields", "field"]
+           "load_toml_config", "default_fields"]

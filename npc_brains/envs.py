@@ -3,8 +3,9 @@
 Interface (what the trainer relies on), B copies ("villages") of N agents, R = B * N rows, village-major:
     reset(seed) -> obs (R, obs_dim), info
     step(actions (R,)) -> obs, reward (R,), terminated (R,), truncated (R,), info
-    info: action_mask (R, A) bool, alive (R,) bool, state (B, state_dim) float32,
-          and when copies finished an episode: episode_returns (per agent), episode_return_mean
+    info: action_mask (R, A) bool, alive (R,) bool, state (B, state_dim) float32; after a step also
+          done_envs (B,) bool (copies that finished an episode and were reset), and when copies finished:
+          episode_returns (per agent), episode_return_mean
 Attributes: num_envs, num_agents, num_rows, obs_dim, n_actions, state_dim, action_names,
 observation_layout, cond_index (personality columns of obs), groups_role (R,) int, env_id.
 """
@@ -58,7 +59,9 @@ class VillageFlatEnv:
         return obs, info
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        return self.vec.step(actions)
+        obs, reward, terminated, truncated, info = self.vec.step(actions)
+        info["done_envs"] = self.vec.sim.state.tick == 0  # villages that finished and were reset this step
+        return obs, reward, terminated, truncated, info
 
 
 def load_factory(spec: str):
@@ -91,13 +94,15 @@ class ParallelFlatEnv:
         try:
             self.envs = [factory() for _ in range(num_envs)]
         except Exception as exc:  # a third-party factory: report what it raised, in one line
-            raise EnvError(f"env: {factory_spec} failed to build an environment ({type(exc).__name__}: {exc})") from None
+            raise EnvError(f"env: {factory_spec} failed to build an environment "
+                           f"({type(exc).__name__}: {exc})") from None
         env = self.envs[0]
         if not hasattr(env, "possible_agents") or not hasattr(env, "step"):
             raise EnvError(f"env: {factory_spec} did not return a PettingZoo ParallelEnv")
         from gymnasium import spaces
 
         self.agents = list(env.possible_agents)
+        self._index = {a: i for i, a in enumerate(self.agents)}
         self.num_envs, self.num_agents = num_envs, len(self.agents)
         self.num_rows = num_envs * self.num_agents
         n_actions: set[int] = set()
@@ -202,10 +207,10 @@ class ParallelFlatEnv:
         finished: list[int] = []
         for b, env in enumerate(self.envs):
             live = list(env.agents)
-            act = {a: int(actions[self._row(b, self.agents.index(a))]) for a in live}
+            act = {a: int(actions[self._row(b, self._index[a])]) for a in live}
             obs, rew, terms, truncs, infos = env.step(act)
             for a in live:
-                r = self._row(b, self.agents.index(a))
+                r = self._row(b, self._index[a])
                 reward[r] = float(rew.get(a, 0.0))
                 terminated[r] = bool(terms.get(a, False))
                 truncated[r] = bool(truncs.get(a, False)) and not terminated[r]
@@ -214,7 +219,7 @@ class ParallelFlatEnv:
             else:
                 self._write(b, obs, infos or {})
         self._returns += reward
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = {"done_envs": np.isin(np.arange(self.num_envs), finished)}
         if finished:
             rows = np.concatenate([np.arange(self._row(b, 0), self._row(b, self.num_agents)) for b in finished])
             info["episode_returns"] = self._returns[rows].copy()
@@ -228,10 +233,23 @@ class ParallelFlatEnv:
         return self._obs.copy(), reward, terminated, truncated, info
 
 
+def agents_and_episode_len(cfg: TrainConfig) -> tuple[int, int]:
+    """(agents per copy, typical episode length) without building the full batch."""
+    if cfg.env is not None:
+        env = load_factory(cfg.env)()
+        n = len(getattr(env, "possible_agents", [])) or 1
+        return n, int(getattr(env, "max_cycles", 0) or 100)
+    from engine.vec_env import resolve_world
+
+    return len(resolve_world(cfg.worlds[0]).npcs), cfg.max_ticks
+
+
 def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = None
                   ) -> VillageFlatEnv | ParallelFlatEnv:
     """The training environment a config describes (`--env` wins over `--world`)."""
     n = cfg.envs if num_envs is None else num_envs
+    if n < 1:
+        raise ConfigError(f"envs: expected an integer >= 1 here, got {n}")
     s = cfg.seed if seed is None else seed
     if cfg.env is not None:
         return ParallelFlatEnv(cfg.env, n, s)

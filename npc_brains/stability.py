@@ -11,7 +11,9 @@ per-NPC episode return of the episodes that finished in it. Definitions (docs/tr
 - dispersion   = inter-quartile range of the first differences of the return curve (Chan et al. 2020,
   "dispersion across time" on the detrended curve); defined for negative returns.
 - drawdown     = running peak - current value of the (3-epoch smoothed) return curve (Chan et al.'s
-  drawdown, in return units, >= 0); `relative_drawdown` divides it by the progress made so far.
+  drawdown, in return units, >= 0); `relative_drawdown` divides it by the progress made so far
+  (at least 0.1 * |first epoch return|). A drawdown counts as bad when relative_drawdown > 0.5 and the
+  drawdown exceeds three standard deviations of its own sampling noise (from the epochs' standard errors).
 """
 
 from __future__ import annotations
@@ -109,15 +111,19 @@ class StabilityMonitor:
 
     thresholds: Thresholds = field(default_factory=Thresholds)
     curve: list[float] = field(default_factory=list)
+    stderr: list[float] = field(default_factory=list)
     window_start: int = 0  # index in `curve` where the current segment (since the last rollback) starts
     bad_streak: int = 0
     epoch: int = 0
     rollbacks: int = 0
 
     def end_epoch(self, epoch_return: float, conflict: float | None = None,
-                  cooperation: float | None = None) -> EpochReport:
+                  cooperation: float | None = None, stderr: float = 0.0) -> EpochReport:
+        """`stderr`: standard error of the epoch return (sampling noise); a drawdown smaller than three
+        noise standard deviations of the smoothed curve is not counted as one."""
         th = self.thresholds
         self.curve.append(float(epoch_return))
+        self.stderr.append(float(stderr))
         self.epoch += 1
         first = self.curve[0]
         floor = max(0.1 * abs(first), 1e-6)
@@ -138,7 +144,11 @@ class StabilityMonitor:
         violations = []
         if m["oscillation"] > th.oscillation_max:
             violations.append("oscillation")
-        if len(segment) >= SMOOTH and m["relative_drawdown"] > th.drawdown_max:
+        recent_se = np.asarray(self.stderr[self.window_start:][-SMOOTH:], np.float64)
+        noise = float(np.sqrt(2.0 * (recent_se ** 2).sum()) / max(recent_se.size, 1))  # of peak - current
+        m["drawdown_noise"] = noise
+        if (len(segment) >= SMOOTH and m["relative_drawdown"] > th.drawdown_max
+                and m["drawdown"] > 3.0 * noise):
             violations.append("drawdown")
         if conflict is not None and conflict < th.conflict_min:
             violations.append("conflict")
@@ -156,11 +166,13 @@ class StabilityMonitor:
         return EpochReport(self.epoch, m, violations, bad, good, rollback)
 
     def state_dict(self) -> dict:
-        return {"curve": list(self.curve), "window_start": self.window_start, "bad_streak": self.bad_streak,
+        return {"curve": list(self.curve), "stderr": list(self.stderr), "window_start": self.window_start,
+                "bad_streak": self.bad_streak,
                 "epoch": self.epoch, "rollbacks": self.rollbacks}
 
     def load_state_dict(self, d: dict) -> None:
         self.curve = [float(x) for x in d["curve"]]
+        self.stderr = [float(x) for x in d.get("stderr", [0.0] * len(self.curve))]
         self.window_start = int(d["window_start"])
         self.bad_streak = int(d["bad_streak"])
         self.epoch = int(d["epoch"])

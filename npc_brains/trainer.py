@@ -1,0 +1,741 @@
+"""One trainer for IPPO, MAPPO and Dr. MAS (CleanRL-style: config, seeding, rollout, advantages, update).
+
+    train(cfg) ─┬─ Collector.collect()        T ticks of B villages, actions sampled from the actor
+                │     (double buffering: the next batch is collected in a thread while the learner updates)
+                ├─ Trainer.learn(batch)
+                │     sync check (KL matrix on a probe batch) -> per-agent constraint weights, priorities
+                │     values (current critic) -> shaping -> GAE -> value norm -> per-agent advantage norm
+                │     PPO epochs: clipped surrogate + value + entropy + KL-to-teacher + InfoNCE (+ replay rows)
+                │     gradient-conflict probe, teacher EMA
+                ├─ StabilityMonitor.end_epoch() -> rollback to the last good state + adjustment
+                └─ metrics.jsonl, checkpoints (atomic), progress bar
+
+The maths lives in npc_brains.maths so tests can call it; this file is the order in which it runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from npc_brains import maths
+from npc_brains.checkpoint import (
+    CheckpointError,
+    check_env_compatible,
+    env_description,
+    load_checkpoint,
+    save_checkpoint,
+)
+from npc_brains.config import ConfigError, TrainConfig, config_from_dict
+from npc_brains.envs import agents_and_episode_len, make_flat_env
+from npc_brains.metrics import MetricsWriter, truncate_metrics
+from npc_brains.networks import Actor, Brain, NetSpec
+from npc_brains.stability import StabilityMonitor, Thresholds, cooperation_efficiency
+
+PROJECTION_DIM = 16  # random projection used by the k-NN state-entropy estimate
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device: {name!r} requested but no CUDA device is available (use --device cpu or auto)")
+    return torch.device(name)
+
+
+def auto_envs(cfg: TrainConfig, num_agents: int, episode_len: int) -> int:
+    """Villages in parallel when --envs is not given: enough for each to finish ~4 episodes, at most 64."""
+    return int(min(64, max(1, cfg.steps // (4 * num_agents * max(episode_len, 1)))))
+
+
+@dataclass
+class Batch:
+    """One rollout of T ticks over R rows (tensors on the training device)."""
+
+    obs: torch.Tensor  # (T, R, D)
+    mask: torch.Tensor  # (T, R, A) bool
+    actions: torch.Tensor  # (T, R) long
+    logp: torch.Tensor  # (T, R) behaviour log-probability
+    rewards: torch.Tensor  # (T, R)
+    dones: torch.Tensor  # (T, R) bool: the row's episode ended after this step
+    alive: torch.Tensor  # (T, R) bool: the observation at t belongs to a living agent
+    state: torch.Tensor  # (T, B, S)
+    next_obs: torch.Tensor  # (R, D)
+    next_state: torch.Tensor  # (B, S)
+    cond_table: torch.Tensor  # (R, C) latest personality features of every row
+    probs: torch.Tensor | None  # (T, R, A) when shaping needs the action distributions
+    episode_returns: list[np.ndarray] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class Cancelled(Exception):
+    pass
+
+
+class Collector:
+    """Owns the environment and a copy of the actor; fills Batches."""
+
+    def __init__(self, env: Any, actor: Actor, device: torch.device, seed: int, rollout: int):
+        self.env = env
+        self.device = device
+        self.actor = copy.deepcopy(actor).requires_grad_(False)
+        self.rollout = rollout
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed + 1)
+        self.obs, self.info = env.reset(seed)
+        self.cond_index = np.asarray(actor.spec.cond_index, np.int64)
+        self.cond_table = self.obs[:, self.cond_index].copy() if self.cond_index.size else np.zeros((env.num_rows, 0),
+                                                                                                   np.float32)
+        self.stop = threading.Event()
+
+    def sync(self, actor: Actor) -> None:
+        self.actor.load_state_dict(actor.state_dict())
+
+    def collect(self, store_probs: bool) -> Batch:
+        env, dev, T = self.env, self.device, self.rollout
+        R, D, A, B, S = env.num_rows, env.obs_dim, env.n_actions, env.num_envs, env.state_dim
+        start = time.perf_counter()
+        obs_b = torch.empty((T, R, D), dtype=torch.float32, device=dev)
+        mask_b = torch.empty((T, R, A), dtype=torch.bool, device=dev)
+        act_b = torch.empty((T, R), dtype=torch.long, device=dev)
+        logp_b = torch.empty((T, R), dtype=torch.float32, device=dev)
+        rew_b = torch.empty((T, R), dtype=torch.float32, device=dev)
+        done_b = torch.empty((T, R), dtype=torch.bool, device=dev)
+        alive_b = torch.empty((T, R), dtype=torch.bool, device=dev)
+        state_b = torch.empty((T, B, S), dtype=torch.float32, device=dev)
+        probs_b = torch.empty((T, R, A), dtype=torch.float32, device=dev) if store_probs else None
+        finished: list[np.ndarray] = []
+        with torch.no_grad():
+            for t in range(T):
+                if self.stop.is_set():
+                    raise Cancelled
+                info = self.info
+                o = torch.from_numpy(self.obs).to(dev)
+                m = torch.from_numpy(info["action_mask"]).to(dev)
+                logits = self.actor(o, m)
+                logp_all = torch.log_softmax(logits, -1)
+                u = torch.rand(logits.shape, generator=self.generator, device=dev).clamp_(1e-12, 1 - 1e-7)
+                a = (logits - torch.log(-torch.log(u))).argmax(-1)
+                obs_b[t] = o
+                mask_b[t] = m
+                act_b[t] = a
+                logp_b[t] = logp_all.gather(1, a[:, None]).squeeze(1)
+                alive_b[t] = torch.from_numpy(info["alive"]).to(dev)
+                state_b[t] = torch.from_numpy(np.asarray(info["state"], np.float32)).to(dev)
+                if probs_b is not None:
+                    probs_b[t] = logp_all.exp()
+                self.obs, reward, term, trunc, self.info = env.step(a.cpu().numpy())
+                rew_b[t] = torch.from_numpy(np.asarray(reward, np.float32)).to(dev)
+                done_b[t] = torch.from_numpy(np.asarray(term) | np.asarray(trunc)).to(dev)
+                if "episode_returns" in self.info:
+                    finished.append(np.asarray(self.info["episode_returns"], np.float64))
+                alive_now = self.info["alive"]
+                if self.cond_index.size and alive_now.any():
+                    self.cond_table[alive_now] = self.obs[alive_now][:, self.cond_index]
+        return Batch(obs_b, mask_b, act_b, logp_b, rew_b, done_b, alive_b, state_b,
+                     torch.from_numpy(self.obs).to(dev),
+                     torch.from_numpy(np.asarray(self.info["state"], np.float32)).to(dev),
+                     torch.from_numpy(self.cond_table.copy()).to(dev), probs_b, finished,
+                     time.perf_counter() - start)
+
+
+@dataclass
+class Adjust:
+    """Multipliers the rollback applies (lower LR, stronger constraint, more exploration)."""
+
+    lr: float = 1.0
+    constraint: float = 1.0
+    explore: float = 1.0
+
+
+@dataclass
+class Result:
+    run_dir: Path
+    steps: int
+    updates: int
+    seconds: float
+    interrupted: bool
+    final_return: float | None
+    rollbacks: int
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None,
+                 tensorboard: bool = True):
+        cfg = cfg.resolved()
+        if cfg.envs == 0:
+            n_agents, episode_len = agents_and_episode_len(cfg)
+            cfg = dataclasses.replace(cfg, envs=auto_envs(cfg, n_agents, episode_len))
+        self.cfg = cfg
+        self.device = pick_device(cfg.device)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        elif self.device.type == "cpu" and cfg.double_buffer:
+            # collector and learner each keep one core busy; more intra-op threads only make them contend
+            torch.set_num_threads(1)
+        torch.manual_seed(cfg.seed)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.progress = progress
+        self.run_dir = Path(cfg.run_dir)
+        self.ckpt_dir = self.run_dir / "checkpoints"
+        resume_ckpt = None
+        if resume is not None:
+            resume_ckpt = load_checkpoint(resume, map_location=self.device)
+            if resume_ckpt.get("kind") != "train":
+                raise CheckpointError(f"{resume}: a policy export cannot be resumed; pass a training checkpoint")
+
+        # --- environment and networks
+        self.env = make_flat_env(cfg)
+        if resume_ckpt is not None:
+            check_env_compatible(resume_ckpt["env"], self.env, str(resume))
+        env = self.env
+        self.N, self.R, self.B = env.num_agents, env.num_rows, env.num_envs
+        self.T = cfg.rollout
+        self.rows_per_update = self.R * self.T
+        self.total_updates = max(1, math.ceil(cfg.steps / self.rows_per_update))
+        self.spec = NetSpec(env.obs_dim, env.n_actions, env.state_dim, tuple(env.cond_index), cfg.hidden,
+                            cfg.intent_dim, bool(cfg.film), bool(cfg.central_critic))
+        self.brain = Brain(self.spec, bool(cfg.value_norm)).to(self.device)
+        params = [p for n, p in self.brain.named_parameters() if not n.startswith("teacher.")]
+        self.optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
+        self.actor_params = [p for n, p in self.brain.actor.named_parameters() if not n.startswith("runtime_value")]
+        dev = self.device
+        self.row_agent = torch.arange(self.R, device=dev) % self.N
+        self.row_village = torch.arange(self.R, device=dev) // self.N
+        self.cond_index = torch.tensor(self.spec.cond_index, dtype=torch.long, device=dev)
+        gen = np.random.default_rng(cfg.seed + 7)
+        self.projection = torch.from_numpy(gen.standard_normal((env.obs_dim, PROJECTION_DIM)).astype(np.float32)
+                                           / math.sqrt(env.obs_dim)).to(dev)
+
+        # --- progress and Dr. MAS state
+        self.update = 0
+        self.global_step = 0
+        self.adjust = Adjust()
+        self.monitor = StabilityMonitor(Thresholds(cfg.oscillation_max, cfg.cooperation_min, cfg.conflict_min,
+                                                   cfg.drawdown_max, cfg.monitor_window, cfg.monitor_warmup,
+                                                   cfg.bad_epochs, tuple(cfg.rollback_on)))
+        self.good: dict[str, Any] | None = None
+        self.last_return: float | None = None
+        self.epoch_returns: list[np.ndarray] = []
+        self.epoch_conflicts: list[float] = []
+        self.agent_weight = maths.constraint_weights(self.N, None, cfg.constraint_many_agents, 1.0).to(dev)
+        self.agent_priority = torch.ones(self.N, device=dev)
+        self.old: dict[str, torch.Tensor] | None = None  # previous batch, for the replay mix
+        env_seed = cfg.seed
+        if resume_ckpt is not None:
+            self._load_state(resume_ckpt)
+            env_seed = cfg.seed + 1_000_003 * self.update  # fresh episodes, deterministic per resume point
+        self.collector = Collector(env, self.brain.actor, dev, env_seed, self.T)
+        if resume_ckpt is not None and "collector_rng" in resume_ckpt.get("rng", {}):
+            self.collector.generator.set_state(resume_ckpt["rng"]["collector_rng"].cpu())
+
+    # ------------------------------------------------------------------ state
+    def _state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "train",
+            "config": self.cfg.to_dict(),
+            "net": self.spec.to_dict(),
+            "env": env_description(self.env),
+            "model": self.brain.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "progress": {"update": self.update, "global_step": self.global_step,
+                         "last_return": self.last_return},
+            "monitor": self.monitor.state_dict(),
+            "adjust": {"lr": self.adjust.lr, "constraint": self.adjust.constraint, "explore": self.adjust.explore},
+            "good": self.good,
+            "rng": {"torch": torch.get_rng_state(), "collector_rng": self.collector.generator.get_state()
+                    if hasattr(self, "collector") else torch.get_rng_state()},
+        }
+
+    def _load_state(self, ckpt: dict[str, Any]) -> None:
+        try:
+            self.brain.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+            prog = ckpt["progress"]
+            self.update = int(prog["update"])
+            self.global_step = int(prog["global_step"])
+            self.last_return = prog.get("last_return")
+            self.monitor.load_state_dict(ckpt["monitor"])
+            self.adjust = Adjust(**{k: float(v) for k, v in ckpt["adjust"].items()})
+            self.good = ckpt.get("good")
+            torch.set_rng_state(ckpt["rng"]["torch"].cpu())
+        except (KeyError, RuntimeError, ValueError, TypeError) as exc:
+            msg = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+            raise CheckpointError(f"checkpoint does not fit this configuration ({msg})") from None
+
+    def policy_payload(self) -> dict[str, Any]:
+        model = {k: v for k, v in self.brain.state_dict().items() if k.startswith(("actor.", "value_norm."))}
+        return {"kind": "policy", "config": self.cfg.to_dict(), "net": self.spec.to_dict(),
+                "env": env_description(self.env), "model": model}
+
+    def save(self, final: bool = False) -> Path:
+        path = save_checkpoint(self.ckpt_dir / "last.pt", self._state_dict())
+        if final:
+            save_checkpoint(self.run_dir / "policy.pt", self.policy_payload())
+        return path
+
+    def _snapshot(self) -> dict[str, Any]:
+        return {"model": copy.deepcopy(self.brain.state_dict()),
+                "optimizer": copy.deepcopy(self.optimizer.state_dict()), "step": self.global_step}
+
+    # ------------------------------------------------------------------ sync check
+    def sync_check(self, batch: Batch) -> dict[str, float]:
+        """KL matrix between the agents' policies on a probe batch: agent i's policy is the shared network
+        with i's personality features swapped in. Flags agents far from the population."""
+        cfg, N, dev = self.cfg, self.N, self.device
+        valid = batch.alive.reshape(-1).nonzero().squeeze(1)
+        if valid.numel() == 0:
+            return {}
+        pick = valid[torch.randint(valid.numel(), (min(cfg.sync_probe, valid.numel()),), device=dev)]
+        obs = batch.obs.reshape(-1, batch.obs.shape[-1])[pick]
+        mask = batch.mask.reshape(-1, batch.mask.shape[-1])[pick]
+        village = self.row_village[pick % self.R]
+        P = pick.numel()
+        probe = obs.unsqueeze(0).repeat(N, 1, 1)  # (N, P, D)
+        if self.cond_index.numel():
+            rows = village[None, :] * N + torch.arange(N, device=dev)[:, None]  # (N, P)
+            probe[:, :, self.cond_index] = batch.cond_table[rows]
+        with torch.no_grad():
+            logits = self.brain.actor(probe.reshape(N * P, -1), mask.repeat(N, 1))
+            logp = torch.log_softmax(logits, -1).reshape(N, P, -1)
+            matrix = maths.kl_matrix(logp)
+            divergence = maths.divergence_from_population(logp)
+        over = divergence > cfg.sync_threshold
+        self.agent_weight = maths.constraint_weights(N, over, cfg.constraint_many_agents, cfg.sync_boost).to(dev)
+        self.agent_priority = 1.0 + divergence / divergence.mean().clamp_min(1e-8)
+        off_diag = matrix[~torch.eye(N, dtype=torch.bool, device=dev)] if N > 1 else matrix.reshape(-1)
+        return {"sync_kl_mean": float(off_diag.mean()), "sync_kl_max": float(matrix.max()),
+                "sync_over": int(over.sum())}
+
+    # ------------------------------------------------------------------ shaping
+    def shaping_bonus(self, batch: Batch, weight: float) -> torch.Tensor:
+        """weight * cos(agent's action distribution, its village's mean) * scale * state entropy."""
+        T, R = batch.rewards.shape
+        assert batch.probs is not None
+        village = self.row_village.repeat(T) + torch.arange(T, device=self.device).repeat_interleave(R) * self.B
+        align = maths.cosine_alignment(batch.probs.reshape(T * R, -1), village, batch.alive.reshape(-1))
+        feats = batch.obs @ self.projection  # (T, R, P)
+        n_ref = min(128, R)
+        ref_rows = torch.randperm(R, device=self.device)[:n_ref]
+        ref = feats[:, ref_rows]  # (T, n_ref, P)
+        d = torch.cdist(feats, ref)  # (T, R, n_ref)
+        k = min(4, n_ref)
+        entropy = torch.log1p(d.topk(k, dim=-1, largest=False).values[..., -1])
+        return weight * align.reshape(T, R) * self.cfg.shaping_scale * entropy * batch.alive
+
+    # ------------------------------------------------------------------ update
+    def learn(self, batch: Batch) -> dict[str, float]:
+        cfg, dev, brain = self.cfg, self.device, self.brain
+        T, R = batch.rewards.shape
+        stats: dict[str, float] = {}
+        if cfg.sync_check and self.N > 1:
+            stats.update(self.sync_check(batch))
+
+        state_rows = batch.state[:, self.row_village]  # (T, R, S)
+        with torch.no_grad():
+            values = brain.value(batch.obs.reshape(T * R, -1), state_rows.reshape(T * R, -1)).reshape(T, R)
+            next_value = brain.value(batch.next_obs, batch.next_state[self.row_village])
+        rewards = batch.rewards
+        joint_steps = self.global_step // max(self.N, 1)
+        w_shape = maths.shaping_weight(joint_steps, cfg.shaping_anneal) if cfg.shaping else 0.0
+        stats["shaping_weight"] = w_shape
+        if w_shape > 0 and batch.probs is not None:
+            bonus = self.shaping_bonus(batch, w_shape)
+            rewards = rewards + bonus
+            stats["shaping_bonus"] = float(bonus.sum() / batch.alive.sum().clamp_min(1))
+        adv, returns = maths.gae(rewards, values, batch.dones, next_value, cfg.gamma, cfg.gae_lambda)
+        valid = batch.alive.reshape(-1)
+        if brain.value_norm is not None:
+            brain.value_norm.update(returns.reshape(-1)[valid])
+        groups = {"agent": self.row_agent, "role": torch.from_numpy(self.env.groups_role).to(dev)}.get(cfg.adv_norm)
+        if cfg.adv_norm == "none":
+            adv_n = adv.reshape(-1) * valid
+        else:
+            adv_n = maths.normalize_advantages(adv, batch.alive, None if groups is None else groups.repeat(T))
+
+        # flat training set: valid (living) rows only = death masking
+        idx_valid = valid.nonzero().squeeze(1)
+        flat = {
+            "obs": batch.obs.reshape(T * R, -1)[idx_valid],
+            "mask": batch.mask.reshape(T * R, -1)[idx_valid],
+            "actions": batch.actions.reshape(-1)[idx_valid],
+            "logp": batch.logp.reshape(-1)[idx_valid],
+            "adv": adv_n[idx_valid],
+            "returns": returns.reshape(-1)[idx_valid],
+            "values": values.reshape(-1)[idx_valid],
+            "state": state_rows.reshape(T * R, -1)[idx_valid],
+            "agent": self.row_agent.repeat(T)[idx_valid],
+        }
+        flat["group"] = (groups.repeat(T)[idx_valid] if cfg.adv_norm == "role" and groups is not None
+                         else flat["agent"])
+        n = idx_valid.numel()
+        if n == 0:
+            return stats
+        # importance weights of prioritised sampling (1 when uniform)
+        if cfg.sync_check:
+            prob = self.agent_priority[flat["agent"]]
+            prob = prob / prob.sum()
+            is_weight = 1.0 / (n * prob)
+        else:
+            prob = None
+            is_weight = torch.ones(n, device=dev)
+
+        if cfg.constraint:  # the teacher is fixed during an update: its log-probabilities once, not per epoch
+            with torch.no_grad():
+                flat["teacher_logp"] = torch.log_softmax(brain.teacher(flat["obs"], flat["mask"]), -1)
+
+        # contrastive pairs (anchor flat index in the (T, R) grid, positive index)
+        pairs = self._contrastive_pairs(batch) if cfg.contrastive else None
+
+        # the conflict probe uses this update's advantages before any step is taken
+        conflict = self.gradient_conflict(flat)
+        if conflict is not None:
+            stats["grad_conflict"] = conflict
+            self.epoch_conflicts.append(conflict)
+
+        update_policy = (self.update % cfg.policy_delay) == 0
+        lr = maths.cosine_lr(self.update, self.total_updates, cfg.lr, cfg.lr_final_frac) * self.adjust.lr
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        stats["lr"] = lr
+        mb_size = max(1, math.ceil(n / cfg.minibatches))
+        n_old = 0
+        if self.old is not None and cfg.replay_old_frac > 0:
+            n_old = int(round(mb_size * cfg.replay_old_frac / (1 - cfg.replay_old_frac)))
+        sums: dict[str, float] = {}
+        count = 0
+        for _epoch in range(cfg.epochs):
+            order = (torch.multinomial(prob, n, replacement=True) if prob is not None
+                     else torch.randperm(n, device=dev))
+            for start in range(0, n, mb_size):
+                mb = order[start:start + mb_size]
+                if mb.numel() < 2:
+                    continue
+                out = self._minibatch_loss(flat, mb, is_weight, update_policy, n_old, pairs, batch)
+                self.optimizer.zero_grad(set_to_none=True)
+                out["loss"].backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"],
+                                                           cfg.max_grad_norm)
+                self.optimizer.step()
+                out["grad_norm"] = grad_norm
+                for k, v in out.items():
+                    if k != "loss":
+                        sums[k] = sums.get(k, 0.0) + float(v)
+                count += 1
+        for k, v in sums.items():
+            stats[k] = v / max(count, 1)
+        if cfg.constraint:
+            brain.update_teacher(cfg.teacher_tau)
+        var_y = float(flat["returns"].var())
+        stats["explained_variance"] = (float("nan") if var_y == 0
+                                       else 1 - float((flat["returns"] - flat["values"]).var()) / var_y)
+        stats["policy_updated"] = float(update_policy)
+        if cfg.replay_old_frac > 0:
+            self.old = {k: flat[k] for k in ("obs", "mask", "actions", "logp", "adv", "agent")}
+        return stats
+
+    def _contrastive_pairs(self, batch: Batch) -> torch.Tensor | None:
+        T, R = batch.rewards.shape
+        dev = self.device
+        if self.cfg.contrastive_positive == "next":
+            ok = batch.alive[:-1] & batch.alive[1:] & ~batch.dones[:-1]  # (T-1, R)
+            t, r = ok.nonzero(as_tuple=True)
+            anchor, positive = t * R + r, (t + 1) * R + r
+        else:  # a random village-mate alive at the same tick
+            if self.N < 2:
+                return None
+            shift = torch.randint(1, self.N, (T, R), device=dev)
+            mate = self.row_village[None, :] * self.N + (self.row_agent[None, :] + shift) % self.N
+            mate_alive = batch.alive.gather(1, mate)
+            t, r = (batch.alive & mate_alive).nonzero(as_tuple=True)
+            anchor, positive = t * R + r, t * R + mate[t, r]
+        if anchor.numel() < 2:
+            return None
+        return torch.stack([anchor, positive], 1)
+
+    def _minibatch_loss(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, is_weight: torch.Tensor,
+                        update_policy: bool, n_old: int, pairs: torch.Tensor | None, batch: Batch
+                        ) -> dict[str, torch.Tensor]:
+        cfg, brain, dev = self.cfg, self.brain, self.device
+        obs, mask = flat["obs"][mb], flat["mask"][mb]
+        actions, old_logp, adv = flat["actions"][mb], flat["logp"][mb], flat["adv"][mb]
+        agent = flat["agent"][mb]
+        teacher_logp = flat["teacher_logp"][mb] if "teacher_logp" in flat else None
+        isw = is_weight[mb]
+        cap = None
+        n_new = mb.numel()
+        if n_old and self.old is not None:
+            pick = torch.randint(self.old["obs"].shape[0], (n_old,), device=dev)
+            obs = torch.cat([obs, self.old["obs"][pick]])
+            mask = torch.cat([mask, self.old["mask"][pick]])
+            actions = torch.cat([actions, self.old["actions"][pick]])
+            old_logp = torch.cat([old_logp, self.old["logp"][pick]])
+            adv = torch.cat([adv, self.old["adv"][pick]])
+            agent = torch.cat([agent, self.old["agent"][pick]])
+            if teacher_logp is not None:
+                with torch.no_grad():
+                    old_teacher = torch.log_softmax(brain.teacher(obs[n_new:], mask[n_new:]), -1)
+                teacher_logp = torch.cat([teacher_logp, old_teacher])
+            isw = torch.cat([isw, torch.ones(n_old, device=dev)])
+            cap = torch.cat([torch.full((n_new,), float("inf"), device=dev),
+                             torch.full((n_old,), cfg.replay_ratio_cap, device=dev)])
+        logits, h, adapted = brain.actor.logits_and_features(obs, mask)
+        logp_all = torch.log_softmax(logits, -1)
+        logp = logp_all.gather(1, actions[:, None]).squeeze(1)
+        probs = logp_all.exp()
+        entropy = -(probs * logp_all).sum(-1)
+        pg_rows, ratio = maths.ppo_policy_loss(logp, old_logp, adv, cfg.clip, cap)
+        pg_loss = (pg_rows * isw).mean()
+        out: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            log_ratio = logp - old_logp
+            out["approx_kl"] = ((log_ratio.exp() - 1) - log_ratio)[:n_new].mean()
+            out["clipfrac"] = ((ratio[:n_new] - 1).abs() > cfg.clip).float().mean()
+
+        # value: new rows only (replayed rows carry stale targets)
+        ret = flat["returns"][mb]
+        v_old = flat["values"][mb]
+        v = brain.critic(obs[:n_new], flat["state"][mb])
+        if brain.value_norm is not None:
+            target = brain.value_norm.normalize(ret)
+            v_old_n = brain.value_norm.normalize(v_old)
+        else:
+            target, v_old_n = ret, v_old
+        v_clipped = v_old_n + (v - v_old_n).clamp(-cfg.value_clip, cfg.value_clip)
+        v_loss = 0.5 * (torch.maximum((v - target) ** 2, (v_clipped - target) ** 2) * isw[:n_new]).mean()
+        runtime_v = brain.actor.runtime_value(adapted[:n_new].detach()).squeeze(-1)
+        rv_loss = 0.5 * ((runtime_v - target) ** 2).mean()
+        loss = cfg.vf_coef * (v_loss + rv_loss)
+        out["value_loss"] = v_loss.detach()
+        out["entropy"] = entropy.mean().detach()
+        out["policy_loss"] = pg_loss.detach()
+        if update_policy:
+            loss = loss + pg_loss - cfg.ent_coef * self.adjust.explore * entropy.mean()
+            if cfg.constraint and teacher_logp is not None:
+                kl = maths.categorical_kl(teacher_logp, logp_all)
+                kl_loss = (kl * self.agent_weight[agent]).mean()
+                loss = loss + cfg.constraint * self.adjust.constraint * kl_loss
+                out["constraint_kl"] = kl.mean().detach()
+            if cfg.contrastive and pairs is not None:
+                k = min(cfg.contrastive_samples, pairs.shape[0])
+                sel = pairs[torch.randint(pairs.shape[0], (k,), device=dev)]
+                flat_obs = batch.obs.reshape(-1, batch.obs.shape[-1])
+                z = brain.actor.encoder.project(brain.actor.encoder(flat_obs[sel.reshape(-1)])).reshape(k, 2, -1)
+                nce = maths.info_nce(z[:, 0], z[:, 1], cfg.contrastive_temperature)
+                loss = loss + cfg.contrastive * nce
+                out["infonce"] = nce.detach()
+        out["loss"] = loss
+        return out
+
+    def gradient_conflict(self, flat: dict[str, torch.Tensor]) -> float | None:
+        """||sum of per-agent policy gradients|| / sum of their norms on a small probe of each agent's rows."""
+        if self.N < 2:
+            return None
+        dev = self.device
+        group = flat["group"]
+        rows = []
+        for g in torch.unique(group):
+            members = (group == g).nonzero().squeeze(1)
+            rows.append(members[torch.randperm(members.numel(), device=dev)[:32]])
+        if len(rows) < 2:
+            return None
+        idx = torch.cat(rows)
+        logits = self.brain.actor(flat["obs"][idx], flat["mask"][idx])
+        logp = torch.log_softmax(logits, -1).gather(1, flat["actions"][idx][:, None]).squeeze(1)
+        pg_rows, _ = maths.ppo_policy_loss(logp, flat["logp"][idx], flat["adv"][idx], self.cfg.clip)
+        grads = []
+        offset = 0
+        for r in rows:
+            loss_g = pg_rows[offset:offset + r.numel()].mean()
+            offset += r.numel()
+            gs = torch.autograd.grad(loss_g, self.actor_params, retain_graph=True, allow_unused=True)
+            grads.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1)
+                                    for g, p in zip(gs, self.actor_params, strict=True)]))
+        return maths.gradient_conflict(grads)
+
+    # ------------------------------------------------------------------ cooperation probe
+    def cooperation_probe(self, reps: int = 2) -> dict[str, float]:
+        """joint = sum over NPCs i of i's episode return when every NPC plays the policy;
+        individual = the same sum when only i plays the policy and the others act uniformly at random
+        over their valid actions. Same worlds and seeds in both runs."""
+        N = self.N
+        B = N * reps
+        seed = self.cfg.seed + 5_000_000 + self.monitor.epoch
+
+        def run(solo: bool) -> float:
+            env = make_flat_env(self.cfg, num_envs=B, seed=seed)
+            obs, info = env.reset(seed)
+            rng = torch.Generator().manual_seed(seed)
+            rows = np.arange(env.num_rows)
+            own = (rows % N) == (rows // N) % N  # in copy b, NPC b mod N is the one that plays the policy
+            own_t = torch.from_numpy(own)
+            ret = np.zeros(env.num_rows)
+            finished = np.zeros(B, bool)
+            limit = getattr(env, "max_episode_steps", None) or 1000
+            for _ in range(limit):
+                with torch.no_grad():
+                    m = torch.from_numpy(info["action_mask"])
+                    logits = self.brain.actor(torch.from_numpy(obs).to(self.device), m.to(self.device)).cpu()
+                u = torch.rand(logits.shape, generator=rng).clamp_(1e-12, 1 - 1e-7)
+                gumbel = -torch.log(-torch.log(u))
+                a = (logits + gumbel).argmax(-1)
+                if solo:  # everyone else: uniform over their valid actions
+                    a = torch.where(own_t, a, torch.where(m, gumbel, torch.full_like(gumbel, -1e9)).argmax(-1))
+                obs, r, _, _, info = env.step(a.numpy())
+                ret += np.where(np.repeat(finished, N), 0.0, r)
+                finished |= np.asarray(info["done_envs"], bool)
+                if finished.all():
+                    break
+            return float(ret[own].sum() / reps)
+
+        joint, individual = run(False), run(True)
+        return {"coop_joint": joint, "coop_individual": individual,
+                "cooperation": cooperation_efficiency(joint, individual)}
+
+    # ------------------------------------------------------------------ epochs and rollback
+    def end_epoch(self, writer: MetricsWriter) -> dict[str, Any]:
+        returns = np.concatenate(self.epoch_returns)
+        self.epoch_returns = []
+        # villages are the independent samples (NPCs of one village share its fate)
+        n_v = returns.size // self.N
+        if n_v >= 2:
+            village_means = returns[: n_v * self.N].reshape(n_v, self.N).mean(1)
+            stderr = float(village_means.std(ddof=1) / math.sqrt(n_v))
+        else:
+            stderr = float(returns.std() / math.sqrt(max(returns.size, 1)))
+        conflict = float(np.mean(self.epoch_conflicts)) if self.epoch_conflicts else None
+        self.epoch_conflicts = []
+        coop = None
+        extra: dict[str, Any] = {}
+        if self.cfg.coop_every and (self.monitor.epoch + 1) % self.cfg.coop_every == 0:
+            extra = self.cooperation_probe()
+            coop = extra["cooperation"]
+        report = self.monitor.end_epoch(float(returns.mean()), conflict, coop, stderr)
+        row = {"epoch": report.epoch, **report.metrics, **extra, "bad_epoch": report.bad,
+               "violations": ",".join(report.violations)}
+        if report.good:
+            self.good = self._snapshot()
+        if report.rollback:
+            event: dict[str, Any] = {"step": self.global_step, "update": self.update,
+                                     "episode_return_mean": self.last_return,
+                                     "reasons": ",".join(report.violations)}
+            if self.cfg.rollback:
+                if self.good is not None:
+                    self.brain.load_state_dict(self.good["model"])
+                    self.optimizer.load_state_dict(self.good["optimizer"])
+                    event["restored_step"] = self.good["step"]
+                self.adjust = Adjust(self.adjust.lr * self.cfg.rollback_lr,
+                                     self.adjust.constraint * self.cfg.rollback_constraint,
+                                     self.adjust.explore * self.cfg.rollback_explore)
+                event.update(event="rollback", lr_scale=self.adjust.lr, constraint_scale=self.adjust.constraint,
+                             explore_scale=self.adjust.explore)
+            else:
+                event["event"] = "unstable"  # the monitor would have rolled back (rollback switch off)
+            writer.write(event)
+        return row
+
+    # ------------------------------------------------------------------ main loop
+    def train(self) -> Result:
+        cfg = self.cfg
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+        truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
+        writer = MetricsWriter(self.run_dir, tensorboard=True)
+        from tqdm import tqdm
+
+        bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",
+                   unit_scale=True, dynamic_ncols=True, disable=not self.progress, desc=f"{cfg.algo}")
+        executor = ThreadPoolExecutor(1, thread_name_prefix="collector") if cfg.double_buffer else None
+        pending: Future | None = None
+        start = time.perf_counter()
+        start_step = self.global_step
+        interrupted = False
+
+        def store_probs() -> bool:
+            return bool(cfg.shaping) and maths.shaping_weight(self.global_step // max(self.N, 1),
+                                                              cfg.shaping_anneal) > 0
+
+        try:
+            while self.update < self.total_updates:
+                t0 = time.perf_counter()
+                if executor is not None:
+                    batch = pending.result() if pending is not None else self.collector.collect(store_probs())
+                    if self.update + 1 < self.total_updates:
+                        self.collector.sync(self.brain.actor)
+                        pending = executor.submit(self.collector.collect, store_probs())
+                    else:
+                        pending = None
+                else:
+                    self.collector.sync(self.brain.actor)
+                    batch = self.collector.collect(store_probs())
+                t_collect = time.perf_counter() - t0
+                stats = self.learn(batch)
+                self.update += 1
+                self.global_step += self.rows_per_update
+                row: dict[str, Any] = {"step": self.global_step, "update": self.update,
+                                       "time_s": time.perf_counter() - start}
+                if batch.episode_returns:
+                    finished = np.concatenate(batch.episode_returns)
+                    self.last_return = float(finished.mean())
+                    self.epoch_returns.append(finished)
+                    row["episodes"] = int(finished.size)
+                else:
+                    row["episodes"] = 0
+                row["episode_return_mean"] = self.last_return
+                elapsed = time.perf_counter() - t0
+                row["sps"] = self.rows_per_update / max(elapsed, 1e-9)
+                row["collect_s"] = batch.seconds if executor is not None else t_collect
+                row["update_s"] = elapsed - t_collect
+                row.update(stats)
+                if self.epoch_returns and batch.episode_returns:
+                    row.update(self.end_epoch(writer))
+                writer.write(row)
+                if self.update % cfg.checkpoint_every == 0 or self.update == self.total_updates:
+                    self.save(final=self.update == self.total_updates)
+                bar.update(self.rows_per_update)
+                bar.set_postfix(ret=f"{self.last_return:.2f}" if self.last_return is not None else "-",
+                                ent=f"{stats.get('entropy', float('nan')):.2f}",
+                                kl=f"{stats.get('approx_kl', float('nan')):.3f}", refresh=False)
+        except KeyboardInterrupt:
+            interrupted = True
+            self.save(final=True)
+        finally:
+            self.collector.stop.set()
+            if executor is not None:
+                executor.shutdown(wait=True, cancel_futures=True)
+            self.collector.stop.clear()
+            bar.close()
+            writer.close()
+        seconds = time.perf_counter() - start
+        return Result(self.run_dir, self.global_step - start_step, self.update, seconds, interrupted,
+                      self.last_return, self.monitor.rollbacks)
+
+
+def train(cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None) -> Result:
+    """Train with `cfg` (optionally resuming from a checkpoint); returns a summary."""
+    return Trainer(cfg, progress=progress, resume=resume).train()
+
+
+def config_from_checkpoint(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """The configuration stored in a checkpoint, with `overrides` applied (for --resume)."""
+    ckpt = load_checkpoint(path)
+    stored = dict(ckpt["config"])
+    stored.update(overrides or {})
+    try:
+        return config_from_dict(stored, source=str(path))
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(f"{path}: stored configuration is not valid here ({exc})") from None
+
+
+__all__ = ["Batch", "Collector", "Result", "Trainer", "auto_envs", "config_from_checkpoint", "pick_device",
+           "train"]

@@ -1,0 +1,175 @@
+"""`village train` as a user runs it: progress, TOML config, resume after kill -9, Ctrl-C, clear errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from npc_brains.checkpoint import load_checkpoint
+from npc_brains.metrics import read_metrics
+from village.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = "tests.npc_brains.tiny_env:make_env"
+
+
+@dataclass
+class Outcome:
+    returncode: int
+    stderr: str
+
+
+@pytest.fixture
+def village(capsys, monkeypatch):
+    """Run `village train ...` in this process (fast); returns its exit code and stderr."""
+    monkeypatch.chdir(ROOT)
+
+    def run(*args: str) -> Outcome:
+        capsys.readouterr()
+        code = main(["train", *args])
+        return Outcome(code, capsys.readouterr().err)
+
+    return run
+
+
+def village_process(*args):
+    return subprocess.run([sys.executable, "-m", "village", "train", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+
+
+def start(*args):
+    return subprocess.Popen([sys.executable, "-m", "village", "train", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_rows(run_dir: Path, n: int, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = run_dir / "metrics.jsonl"
+        if path.exists() and len(read_metrics(path)) >= n and (run_dir / "checkpoints" / "last.pt").exists():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"training ended early: {proc.stderr.read()}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("training made no progress")
+
+
+def test_env_factory_smoke_and_summary(tmp_path):
+    out = village_process("--env", TINY, "--steps", "300", "--envs", "2", "--rollout", "8", "--run-dir", str(tmp_path),
+                  "--no-progress", "--device", "cpu")
+    assert out.returncode == 0, out.stderr
+    assert "done:" in out.stderr and "Traceback" not in out.stderr
+    rows = read_metrics(tmp_path / "metrics.jsonl")
+    assert rows and all("step" in r and "episode_return_mean" in r for r in rows)
+
+
+def test_toml_config_and_flag_precedence(tmp_path, village):
+    cfg = tmp_path / "train.toml"
+    cfg.write_text(f'env = "{TINY}"\nalgo = "mappo"\nsteps = 10000\nenvs = 2\nrollout = 8\n'
+                   f'run_dir = "{tmp_path / "run"}"\n')
+    out = village("--config", str(cfg), "--steps", "200", "--no-progress")
+    assert out.returncode == 0, out.stderr
+    stored = load_checkpoint(tmp_path / "run" / "checkpoints" / "last.pt")["config"]
+    assert stored["algo"] == "mappo" and stored["steps"] == 200 and stored["central_critic"] is True
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--algo", "qmix"], "algo: expected one of ippo, mappo, drmas"),
+    (["--adv-norm", "village"], "adv_norm: expected one of"),
+    (["--world", "no-such-world"], "no-such-world"),
+    (["--env", "tests.npc_brains.tiny_env:make_box_env"], "only Discrete actions"),
+    (["--env", "no_such_module_xyz:make"], "cannot import module"),
+])
+def test_user_mistakes_are_one_line_exit_2(tmp_path, village, args, message):
+    out = village(*args, "--steps", "100", "--run-dir", str(tmp_path / "r"), "--no-progress")
+    assert out.returncode == 2
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_cuda_without_a_gpu_is_a_user_error(tmp_path, village):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    out = village("--device", "cuda", "--steps", "100", "--run-dir", str(tmp_path / "r"), "--no-progress")
+    assert out.returncode == 2 and "no CUDA device" in out.stderr
+
+
+def test_bad_toml_key(tmp_path, village):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text("learning_rate = 0.1\n")
+    out = village("--config", str(cfg), "--run-dir", str(tmp_path / "r"))
+    assert out.returncode == 2 and "unknown option 'learning_rate'" in out.stderr
+
+
+def test_corrupted_or_foreign_checkpoint_on_resume(tmp_path, village):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.pt").write_bytes(b"PK\x03\x04 this is not a checkpoint")
+    out = village("--run-dir", str(run), "--resume", "--no-progress")
+    assert out.returncode == 2 and "not a readable checkpoint" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    foreign = tmp_path / "foreign.pt"
+    import torch
+
+    torch.save({"weights": torch.zeros(3)}, foreign)
+    out = village("--run-dir", str(run), "--resume", str(foreign), "--no-progress")
+    assert out.returncode == 2 and "not a village NPC brain checkpoint" in out.stderr
+    out = village("--run-dir", str(tmp_path / "empty"), "--resume", "--no-progress")
+    assert out.returncode == 2 and "nothing to resume" in out.stderr
+
+
+def test_existing_run_needs_resume_or_overwrite(tmp_path, village):
+    args = ["--env", TINY, "--steps", "100", "--envs", "2", "--rollout", "8", "--run-dir", str(tmp_path),
+            "--no-progress"]
+    assert village(*args).returncode == 0
+    again = village(*args)
+    assert again.returncode == 2 and "already holds a run" in again.stderr
+    assert village(*args, "--overwrite").returncode == 0
+
+
+def test_kill_9_then_resume_continues_from_the_last_checkpoint(tmp_path, village):
+    args = ["--world", "village-v1", "--envs", "1", "--rollout", "8", "--epochs", "1", "--run-dir", str(tmp_path),
+            "--checkpoint-every", "2", "--no-progress", "--device", "cpu"]
+    proc = start(*args, "--steps", "1000000")
+    wait_for_rows(tmp_path, 5, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    ckpt = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    step, update = ckpt["progress"]["global_step"], ckpt["progress"]["update"]
+    assert update >= 2 and update % 2 == 0
+    rows_per_update = step // update
+    target = step + 3 * rows_per_update
+    out = village(*args, "--resume", "--steps", str(target))
+    assert out.returncode == 0, out.stderr
+    assert f"resuming at step {step}" in out.stderr
+    steps = [r["step"] for r in read_metrics(tmp_path / "metrics.jsonl") if "event" not in r]
+    assert steps == list(range(rows_per_update, target + 1, rows_per_update))  # no gaps, no duplicates
+    final = load_checkpoint(tmp_path / "checkpoints" / "last.pt")["progress"]
+    assert final["global_step"] == target and final["update"] == update + 3
+
+
+def test_ctrl_c_saves_and_exits_cleanly(tmp_path):
+    proc = start("--world", "village-v1", "--envs", "1", "--rollout", "8", "--epochs", "1", "--run-dir",
+                 str(tmp_path), "--checkpoint-every", "1000", "--no-progress", "--device", "cpu",
+                 "--steps", "1000000")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not ((tmp_path / "metrics.jsonl").exists()
+                                               and len(read_metrics(tmp_path / "metrics.jsonl")) >= 3):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "--resume" in err
+    ckpt = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    assert ckpt["progress"]["update"] >= 3
+    assert (tmp_path / "policy.pt").is_file()
+    json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])

@@ -1,0 +1,169 @@
+"""Networks, checkpoints and the policy runtime."""
+
+import numpy as np
+import pytest
+import torch
+
+from npc_brains import load_policy
+from npc_brains.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from npc_brains.config import TrainConfig
+from npc_brains.networks import FiLM, NetSpec, ValueNorm
+from npc_brains.policy_api import Policy
+from npc_brains.trainer import Trainer
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = TrainConfig(algo="drmas", steps=200, envs=1, rollout=8, epochs=1, minibatches=1, run_dir=str(run_dir),
+                      device="cpu", double_buffer=False)
+    trainer = Trainer(cfg)
+    trainer.train()
+    return trainer, run_dir
+
+
+def test_film_starts_as_identity():
+    film = FiLM(3, 5)
+    h = torch.randn(4, 5)
+    assert torch.equal(film(h, torch.randn(4, 3)), h)
+
+
+def test_value_norm_matches_batch_statistics_after_one_update():
+    vn = ValueNorm(beta=0.99)
+    x = torch.tensor([1.0, 2.0, 3.0, 6.0])
+    vn.update(x)
+    mean, std = vn.stats()
+    assert mean.item() == pytest.approx(3.0)
+    assert std.item() == pytest.approx(x.std(unbiased=False).item(), rel=1e-4)
+    assert vn.denormalize(vn.normalize(x)).tolist() == pytest.approx(x.tolist(), rel=1e-5)
+
+
+def test_policy_file_satisfies_the_protocol(trained):
+    trainer, run_dir = trained
+    policy = load_policy(run_dir / "policy.pt", seed=0)
+    assert isinstance(policy, Policy)
+    env = trainer.env
+    obs, info = env.reset(3)
+    out = policy.act(obs, info["action_mask"], with_probs=True, with_values=True)
+    assert out.actions.shape == (env.num_rows,) and out.actions.dtype == np.int64
+    assert info["action_mask"][np.arange(env.num_rows), out.actions].all()
+    assert out.probs.shape == (env.num_rows, env.n_actions)
+    assert np.allclose(out.probs.sum(1), 1, atol=1e-5)
+    assert (out.probs[~info["action_mask"]] == 0).all()
+    assert out.values.shape == (env.num_rows,) and np.isfinite(out.values).all()
+    policy.check_env(env)  # same layout: no error
+
+
+def test_masked_actions_are_never_sampled(trained):
+    _, run_dir = trained
+    policy = load_policy(run_dir / "policy.pt", seed=1)
+    rng = np.random.default_rng(0)
+    obs = rng.standard_normal((500, policy.obs_dim)).astype(np.float32)
+    mask = rng.random((500, policy.n_actions)) < 0.2
+    mask[:, 0] = False
+    mask[np.arange(500), rng.integers(1, policy.n_actions, 500)] = True
+    for deterministic in (False, True):
+        a = policy.act(obs, mask, deterministic=deterministic).actions
+        assert mask[np.arange(500), a].all()
+
+
+def test_numpy_and_torch_backends_agree(trained):
+    _, run_dir = trained
+    fast = load_policy(run_dir / "policy.pt")
+    ref = load_policy(run_dir / "policy.pt", backend="torch")
+    rng = np.random.default_rng(1)
+    obs = rng.standard_normal((16, fast.obs_dim)).astype(np.float32)
+    mask = np.ones((16, fast.n_actions), bool)
+    a = fast.act(obs, mask, deterministic=True, with_probs=True, with_values=True)
+    b = ref.act(obs, mask, deterministic=True, with_probs=True, with_values=True)
+    assert np.array_equal(a.actions, b.actions)
+    assert np.allclose(a.probs, b.probs, atol=1e-5)
+    assert np.allclose(a.values, b.values, atol=1e-4)
+
+
+def test_training_checkpoint_loads_as_a_policy_too(trained):
+    _, run_dir = trained
+    policy = load_policy(run_dir / "checkpoints" / "last.pt")
+    assert policy.n_actions == len(policy.action_names)
+
+
+def test_wrong_obs_shape_is_a_clear_error(trained):
+    _, run_dir = trained
+    policy = load_policy(run_dir / "policy.pt")
+    with pytest.raises(ValueError, match="obs: expected shape"):
+        policy.act(np.zeros((2, 3), np.float32), np.ones((2, policy.n_actions), bool))
+
+
+def test_corrupted_checkpoint_is_one_clear_error(trained, tmp_path):
+    _, run_dir = trained
+    data = (run_dir / "policy.pt").read_bytes()
+    bad = tmp_path / "cut.pt"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_policy(bad)
+    noise = tmp_path / "noise.pt"
+    noise.write_bytes(b"\x00garbage" * 100)
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(noise)
+
+
+def test_foreign_checkpoints_are_refused(tmp_path):
+    plain = tmp_path / "plain.pt"
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, plain)
+    with pytest.raises(CheckpointError, match="not a village NPC brain checkpoint"):
+        load_policy(plain)
+    # an arbitrary pickled object is refused by weights_only=True, not executed
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "village-npc-brain", "obj": NetSpec(1, 1, 1, ())}, evil)
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_checkpoint(evil)
+
+
+def test_missing_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="no checkpoint file"):
+        load_policy(tmp_path / "nope.pt")
+
+
+def test_mismatched_environment_is_detected(trained):
+    _, run_dir = trained
+    policy = load_policy(run_dir / "policy.pt")
+    from npc_brains.envs import VillageFlatEnv
+
+    other = VillageFlatEnv(["village-v1"], 1, 0, slots=2)
+    with pytest.raises(CheckpointError, match="obs_dim"):
+        policy.check_env(other)
+
+
+def test_atomic_save_leaves_no_temp_files(tmp_path):
+    path = save_checkpoint(tmp_path / "x.pt", {"config": {}, "net": {}, "env": {}, "model": {}})
+    save_checkpoint(path, {"config": {"a": 1}, "net": {}, "env": {}, "model": {}})
+    assert [p.name for p in tmp_path.iterdir()] == ["x.pt"]
+    assert load_checkpoint(path)["config"] == {"a": 1}
+
+
+def test_default_policy_missing_is_one_clear_error(monkeypatch, tmp_path):
+    import npc_brains.runtime as runtime
+
+    monkeypatch.setattr(runtime, "DEFAULT_POLICY", tmp_path / "absent.pt")
+    with pytest.raises(CheckpointError, match="bundled default policy is missing"):
+        load_policy("default")
+
+
+def test_torch_backend_satisfies_the_protocol(trained):
+    _, run_dir = trained
+    policy = load_policy(run_dir / "policy.pt", backend="torch")
+    assert isinstance(policy, Policy)
+    obs = np.zeros((3, policy.obs_dim), np.float32)
+    mask = np.zeros((3, policy.n_actions), bool)
+    mask[:, 2] = True
+    assert policy.act(obs, mask).actions.tolist() == [2, 2, 2]
+
+
+def test_importing_the_package_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, npc_brains, npc_brains.config, village.cmd_train; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
