@@ -24,7 +24,7 @@ STEPS=${STEPS:-16000000}
 if [ "$DEVICE" = cuda ]; then
   timeout 120 $PY bench/train_throughput.py --device cuda --json > "$OUT/train_throughput_cuda.txt" 2>&1
 fi
-timeout 120 $PY bench/train_throughput.py --device cpu --json > "$OUT/train_throughput_cpu.txt" 2>&1
+[ "$DEVICE" = cuda ] || timeout 120 $PY bench/train_throughput.py --device cpu --json > "$OUT/train_throughput_cpu.txt" 2>&1
 
 # 2. the bundled policy candidates (Dr. MAS and MAPPO) on a pool of worlds, stopped cleanly (SIGINT saves)
 for algo in drmas mappo; do

@@ -24,7 +24,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                  constraint=0.0, shaping=False, sync_check=False, double_buffer=False, rollback=False),
     "mappo": dict(central_critic=True, value_norm=True, adv_norm="global", film=False, contrastive=0.0,
                   constraint=0.0, shaping=False, sync_check=False, double_buffer=False, rollback=False),
-    "drmas": dict(central_critic=True, value_norm=True, adv_norm="agent", film=True, contrastive=0.05,
+    "drmas": dict(central_critic=True, value_norm=True, adv_norm="agent", film=True, contrastive=0.01,
                   constraint=0.03, shaping=True, sync_check=True, double_buffer=True, rollback=True),
 }
 COMPONENTS: tuple[str, ...] = tuple(PRESETS["drmas"])
@@ -91,7 +91,7 @@ class TrainConfig:
     sync_boost: float = 2.0  # constraint-weight multiplier for agents over the threshold
     sync_probe: int = 128  # probe states for the KL matrix
     replay_old_frac: float = 0.0  # 0.3 gives the seed's 7:3 new/old mix
-    replay_ratio_cap: float = 2.0  # importance ratios of replayed rows are clipped to this
+    ratio_cap: float = 2.0  # importance weights of stale (double-buffered) or replayed rows are truncated here
     policy_delay: int = 1  # actor updated every this many updates (2-3 = the seed's delayed update)
     # --- stability monitor
     monitor_window: int = 5  # epochs in the oscillation window
@@ -151,7 +151,7 @@ def validate(cfg: TrainConfig) -> None:
         _check(isinstance(value, (int, float)) and 0 <= value <= 1, name, "a number in [0, 1]", value)
     for name in ("clip", "value_clip", "vf_coef", "ent_coef", "max_grad_norm", "shaping_scale",
                  "sync_threshold", "sync_boost", "constraint_many_agents", "oscillation_max", "drawdown_max",
-                 "conflict_min", "replay_ratio_cap", "rollback_lr", "rollback_constraint"):
+                 "conflict_min", "ratio_cap", "rollback_lr", "rollback_constraint"):
         value = getattr(cfg, name)
         _check(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0, name,
                "a number >= 0", value)

@@ -60,15 +60,26 @@ def normalize_advantages(adv: torch.Tensor, valid: torch.Tensor, groups: torch.T
     return out * valid
 
 
-def ppo_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, clip: float,
-                    ratio_cap: torch.Tensor | float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row clipped surrogate loss (to be minimised) and the ratio. `ratio_cap` truncates the
-    importance ratio first (used for replayed old rows), as in truncated importance sampling."""
+def ppo_policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, clip: float
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row clipped surrogate loss (to be minimised) and the ratio pi / pi_old."""
     ratio = (logp - old_logp).exp()
-    if ratio_cap is not None:
-        ratio = torch.minimum(ratio, torch.as_tensor(ratio_cap, dtype=ratio.dtype, device=ratio.device))
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)
     return -surrogate, ratio
+
+
+def decoupled_ppo_loss(logp: torch.Tensor, prox_logp: torch.Tensor, behaviour_logp: torch.Tensor,
+                       adv: torch.Tensor, clip: float, weight_cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO with a decoupled proximal policy (Hilton et al. 2021) for stale or replayed rows.
+
+    The clip is centred on the proximal policy (the actor at the start of this update), and the
+    off-policyness of the rows, prox / behaviour, enters as an importance weight truncated at
+    `weight_cap`. With prox = behaviour this is the ordinary clipped surrogate. Returns (loss rows, ratio).
+    """
+    ratio = (logp - prox_logp).exp()
+    weight = (prox_logp - behaviour_logp).exp().clamp(max=weight_cap)
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)
+    return -surrogate * weight, ratio
 
 
 def categorical_kl(p_logp: torch.Tensor, q_logp: torch.Tensor) -> torch.Tensor:

@@ -72,7 +72,10 @@ class NumpyPolicy(_PolicyBase):
         self._w2, self._b2 = _np(m["actor.encoder.l2.weight"]).T.copy(), _np(m["actor.encoder.l2.bias"])
         self._wh, self._bh = _np(m["actor.head.weight"]).T.copy(), _np(m["actor.head.bias"])
         self._wv, self._bv = _np(m["actor.runtime_value.weight"]).T.copy(), _np(m["actor.runtime_value.bias"])
-        self._cond = np.asarray(self.spec.cond_index, np.int64)
+        cond = np.asarray(self.spec.cond_index, np.int64)
+        contiguous = cond.size > 0 and np.array_equal(cond, np.arange(cond[0], cond[0] + cond.size))
+        # a slice is a view (no copy); the village's traits and role are contiguous columns
+        self._cond: slice | np.ndarray = slice(int(cond[0]), int(cond[-1]) + 1) if contiguous else cond
         if "actor.film.lin.weight" in m:
             self._wf, self._bf = _np(m["actor.film.lin.weight"]).T.copy(), _np(m["actor.film.lin.bias"])
         else:

@@ -184,8 +184,8 @@ class Trainer:
             # collector and learner each keep one core busy; more intra-op threads only make them contend
             torch.set_num_threads(1)
         torch.manual_seed(cfg.seed)
-        self.rng = np.random.default_rng(cfg.seed)
         self.progress = progress
+        self.tensorboard = tensorboard
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         resume_ckpt = None
@@ -209,6 +209,8 @@ class Trainer:
         params = [p for n, p in self.brain.named_parameters() if not n.startswith("teacher.")]
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
         self.actor_params = [p for n, p in self.brain.actor.named_parameters() if not n.startswith("runtime_value")]
+        self.clip_actor = list(self.brain.actor.parameters())
+        self.clip_critic = list(self.brain.critic.parameters())
         dev = self.device
         self.row_agent = torch.arange(self.R, device=dev) % self.N
         self.row_village = torch.arange(self.R, device=dev) // self.N
@@ -253,8 +255,7 @@ class Trainer:
             "monitor": self.monitor.state_dict(),
             "adjust": {"lr": self.adjust.lr, "constraint": self.adjust.constraint, "explore": self.adjust.explore},
             "good": self.good,
-            "rng": {"torch": torch.get_rng_state(), "collector_rng": self.collector.generator.get_state()
-                    if hasattr(self, "collector") else torch.get_rng_state()},
+            "rng": {"torch": torch.get_rng_state(), "collector_rng": self.collector.generator.get_state()},
         }
 
     def _load_state(self, ckpt: dict[str, Any]) -> None:
@@ -390,6 +391,12 @@ class Trainer:
             prob = None
             is_weight = torch.ones(n, device=dev)
 
+        if cfg.double_buffer or cfg.replay_old_frac > 0:
+            # the rows were collected by an older actor: the clip is centred on the actor as it is now
+            with torch.no_grad():
+                flat["prox_logp"] = self._logp(flat)
+                if self.old is not None:
+                    self.old["prox_logp"] = self._logp(self.old)
         if cfg.constraint:  # the teacher is fixed during an update: its log-probabilities once, not per epoch
             with torch.no_grad():
                 flat["teacher_logp"] = torch.log_softmax(brain.teacher(flat["obs"], flat["mask"]), -1)
@@ -424,8 +431,9 @@ class Trainer:
                 out = self._minibatch_loss(flat, mb, is_weight, update_policy, n_old, pairs, batch)
                 self.optimizer.zero_grad(set_to_none=True)
                 out["loss"].backward()
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.optimizer.param_groups[0]["params"],
-                                                           cfg.max_grad_norm)
+                # actor and critic clipped separately: a large value gradient must not shrink the policy's
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.clip_actor, cfg.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(self.clip_critic, cfg.max_grad_norm)
                 self.optimizer.step()
                 out["grad_norm"] = grad_norm
                 for k, v in out.items():
@@ -443,6 +451,14 @@ class Trainer:
         if cfg.replay_old_frac > 0:
             self.old = {k: flat[k] for k in ("obs", "mask", "actions", "logp", "adv", "agent")}
         return stats
+
+    def _logp(self, rows: dict[str, torch.Tensor], chunk: int = 65536) -> torch.Tensor:
+        """Log-probability of the taken actions under the current actor (no grad), in chunks."""
+        out = []
+        for i in range(0, rows["obs"].shape[0], chunk):
+            logits = self.brain.actor(rows["obs"][i:i + chunk], rows["mask"][i:i + chunk])
+            out.append(torch.log_softmax(logits, -1).gather(1, rows["actions"][i:i + chunk, None]).squeeze(1))
+        return torch.cat(out)
 
     def _contrastive_pairs(self, batch: Batch) -> torch.Tensor | None:
         T, R = batch.rewards.shape
@@ -472,7 +488,7 @@ class Trainer:
         agent = flat["agent"][mb]
         teacher_logp = flat["teacher_logp"][mb] if "teacher_logp" in flat else None
         isw = is_weight[mb]
-        cap = None
+        prox_logp = flat["prox_logp"][mb] if "prox_logp" in flat else None
         n_new = mb.numel()
         if n_old and self.old is not None:
             pick = torch.randint(self.old["obs"].shape[0], (n_old,), device=dev)
@@ -482,23 +498,26 @@ class Trainer:
             old_logp = torch.cat([old_logp, self.old["logp"][pick]])
             adv = torch.cat([adv, self.old["adv"][pick]])
             agent = torch.cat([agent, self.old["agent"][pick]])
+            if prox_logp is not None:
+                prox_logp = torch.cat([prox_logp, self.old["prox_logp"][pick]])
             if teacher_logp is not None:
                 with torch.no_grad():
                     old_teacher = torch.log_softmax(brain.teacher(obs[n_new:], mask[n_new:]), -1)
                 teacher_logp = torch.cat([teacher_logp, old_teacher])
             isw = torch.cat([isw, torch.ones(n_old, device=dev)])
-            cap = torch.cat([torch.full((n_new,), float("inf"), device=dev),
-                             torch.full((n_old,), cfg.replay_ratio_cap, device=dev)])
         logits, h, adapted = brain.actor.logits_and_features(obs, mask)
         logp_all = torch.log_softmax(logits, -1)
         logp = logp_all.gather(1, actions[:, None]).squeeze(1)
         probs = logp_all.exp()
         entropy = -(probs * logp_all).sum(-1)
-        pg_rows, ratio = maths.ppo_policy_loss(logp, old_logp, adv, cfg.clip, cap)
+        if prox_logp is not None:  # stale or replayed rows: clip around the proximal policy
+            pg_rows, ratio = maths.decoupled_ppo_loss(logp, prox_logp, old_logp, adv, cfg.clip, cfg.ratio_cap)
+        else:
+            pg_rows, ratio = maths.ppo_policy_loss(logp, old_logp, adv, cfg.clip)
         pg_loss = (pg_rows * isw).mean()
         out: dict[str, torch.Tensor] = {}
         with torch.no_grad():
-            log_ratio = logp - old_logp
+            log_ratio = logp - (old_logp if prox_logp is None else prox_logp)
             out["approx_kl"] = ((log_ratio.exp() - 1) - log_ratio)[:n_new].mean()
             out["clipfrac"] = ((ratio[:n_new] - 1).abs() > cfg.clip).float().mean()
 
@@ -509,10 +528,13 @@ class Trainer:
         if brain.value_norm is not None:
             target = brain.value_norm.normalize(ret)
             v_old_n = brain.value_norm.normalize(v_old)
+            # value clipping is in normalised units; on raw returns (~-28 here) it would freeze the critic
+            v_clipped = v_old_n + (v - v_old_n).clamp(-cfg.value_clip, cfg.value_clip)
+            v_err = torch.maximum((v - target) ** 2, (v_clipped - target) ** 2)
         else:
-            target, v_old_n = ret, v_old
-        v_clipped = v_old_n + (v - v_old_n).clamp(-cfg.value_clip, cfg.value_clip)
-        v_loss = 0.5 * (torch.maximum((v - target) ** 2, (v_clipped - target) ** 2) * isw[:n_new]).mean()
+            target = ret
+            v_err = (v - target) ** 2
+        v_loss = 0.5 * (v_err * isw[:n_new]).mean()
         runtime_v = brain.actor.runtime_value(adapted[:n_new].detach()).squeeze(-1)
         rv_loss = 0.5 * ((runtime_v - target) ** 2).mean()
         loss = cfg.vf_coef * (v_loss + rv_loss)
@@ -650,7 +672,7 @@ class Trainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
-        writer = MetricsWriter(self.run_dir, tensorboard=True)
+        writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
         from tqdm import tqdm
 
         bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",

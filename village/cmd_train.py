@@ -37,6 +37,7 @@ HELP = {
     "double_buffer": "collect the next batch in a thread while the learner updates",
     "rollback": "roll back to the last good state after bad epochs",
     "replay_old_frac": "fraction of replayed old rows in each minibatch (0.3 = the seed's 7:3)",
+    "ratio_cap": "truncation of the importance weights of stale (double-buffered) or replayed rows",
     "policy_delay": "update the actor every N updates (2-3 = delayed policy update)",
     "rollback_on": "comma-separated criteria that make an epoch bad: oscillation,drawdown,conflict,cooperation",
     "coop_every": "epochs between cooperation-efficiency probes (0 = never)",
@@ -55,7 +56,7 @@ def _flag_type(annotation: Any) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from npc_brains.config import TrainConfig
+    from npc_brains.config import COMPONENTS, TrainConfig
 
     parser.add_argument("--config", metavar="FILE", help="TOML file with any of the options below (same keys)")
     parser.add_argument("--resume", nargs="?", const="auto", metavar="CHECKPOINT",
@@ -71,7 +72,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         kind = _flag_type(f.type)
         help_text = HELP.get(f.name, "")
         default = f.default
-        shown = "algo preset" if default is None else (",".join(default) if isinstance(default, tuple) else default)
+        if f.name in COMPONENTS:
+            shown = "per --algo"
+        elif default is None:
+            shown = "none"
+        else:
+            shown = ",".join(default) if isinstance(default, tuple) else default
         help_text = f"{help_text} (default: {shown})" if help_text else f"default: {shown}"
         if kind is bool:
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)

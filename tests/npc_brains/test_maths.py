@@ -107,14 +107,28 @@ def test_gradient_conflict_ratio():
     assert maths.gradient_conflict([torch.tensor([3.0, 0.0]), torch.tensor([-1.0, 0.0])]) == pytest.approx(0.5)
 
 
-def test_ppo_loss_clips_and_caps():
-    logp = torch.log(torch.tensor([1.5, 0.5, 3.0]))
-    old = torch.zeros(3)
-    adv = torch.tensor([1.0, -1.0, 1.0])
+def test_ppo_loss_clips():
+    logp = torch.log(torch.tensor([1.5, 0.5, 3.0, 0.5]))
+    old = torch.zeros(4)
+    adv = torch.tensor([1.0, -1.0, 1.0, 1.0])
     loss, ratio = maths.ppo_policy_loss(logp, old, adv, 0.2)
-    assert (-loss).tolist() == pytest.approx([1.2, -0.8, 1.2])
-    _, capped = maths.ppo_policy_loss(logp, old, adv, 0.2, ratio_cap=2.0)
-    assert capped.tolist() == pytest.approx([1.5, 0.5, 2.0])
+    # min(r A, clip(r) A): 1.5 -> 1.2; 0.5 with A<0 -> -0.8; 3 -> 1.2; 0.5 with A>0 keeps 0.5 (pessimistic)
+    assert (-loss).tolist() == pytest.approx([1.2, -0.8, 1.2, 0.5])
+    assert ratio.tolist() == pytest.approx([1.5, 0.5, 3.0, 0.5])
+
+
+def test_decoupled_ppo_loss_by_hand():
+    adv = torch.tensor([1.0, 1.0])
+    logp = torch.log(torch.tensor([1.2, 1.5]))
+    prox = torch.zeros(2)
+    # same proximal and behaviour policy: the ordinary clipped surrogate
+    loss, _ = maths.decoupled_ppo_loss(logp, prox, prox, adv, 0.2, 2.0)
+    assert (-loss).tolist() == pytest.approx([1.2, 1.2])
+    # behaviour took the actions with prob 0.25 of the proximal's: weight prox/behaviour = 4, truncated at 2
+    behaviour = torch.log(torch.tensor([0.25, 0.8]))
+    loss, ratio = maths.decoupled_ppo_loss(logp, prox, behaviour, adv, 0.2, 2.0)
+    assert ratio.tolist() == pytest.approx([1.2, 1.5])
+    assert (-loss).tolist() == pytest.approx([1.2 * 2.0, 1.2 * 1.25])
 
 
 def test_cosine_lr_endpoints():
