@@ -123,6 +123,8 @@ class Tuning:
     social_rate: float = 1 / 96
     eat_relief: float = 0.35
     sleep_gain: float = 0.07
+    sleep_energy: float = 0.5  # by day, SLEEP is allowed only below this energy (no hiding in bed)
+    work_energy_factor: float = 1.5  # energy drains this much faster while working
     talk_gain: float = 0.2
     work_output: float = 0.012  # granary fraction per worker-tick at diligence 1
     eat_cost: float = 0.01  # granary fraction per meal-tick
@@ -160,7 +162,7 @@ class Tuning:
     w_energy: float = 0.5
     w_social: float = 0.5
     w_health: float = 1.0
-    w_work: float = 0.5
+    w_work: float = 1.0
     w_welfare: float = 0.2
     w_joy: float = 0.2
     anger_sum_cap: float = 2.0

@@ -67,6 +67,7 @@ def observe(
     n_kinds: int,
     busy: np.ndarray,  # (B, N) bool
     can_eat: np.ndarray,  # (B,) bool
+    sleep_energy: float,  # by day an NPC can only sleep when its energy is below this
     reach: float,
     slot_offset: int,
     obs: np.ndarray,  # (B, N, D) float32 out
@@ -130,6 +131,8 @@ def observe(
             for a in range(1, N_UNTARGETED):
                 mask[b, i, a] = free
             mask[b, i, 3] = free and can_eat[b]  # EAT needs food in the granary
+            # SLEEP: at night, or by day when tired (own_dynamic: 3 = energy, 9 = night)
+            mask[b, i, 4] = free and (own_dynamic[b, i, 9] > 0.5 or own_dynamic[b, i, 3] < sleep_energy)
             # --- salience: known threats, dead loved ones learned of recently, grudges, fear, liking, proximity
             for e in range(E):
                 if e == i or not present[b, e]:
@@ -273,11 +276,20 @@ def perceive(
         radius2 = sight[b] * sight[b]
         body2 = body_radius * body_radius
         for i in range(N):
-            if not awake[b, i]:
+            if not alive[b, i]:
                 continue
+            asleep = not awake[b, i]
             px = pos[b, i, 0]
             py = pos[b, i, 1]
             for e in range(E):
+                if asleep:
+                    # a sleeper perceives nothing but a killing right beside it, which wakes it
+                    if not (just_died[b, e] and not knows_death[b, i, e]):
+                        continue
+                    dx = pos[b, e, 0] - px
+                    dy = pos[b, e, 1] - py
+                    if dx * dx + dy * dy > body2:
+                        continue
                 watch_body = dead_body[b, e] and not knows_death[b, i, e]
                 watch_raider = is_raider[e] and present[b, e] and alive[b, e] and not knows_threat[b, i, e]
                 if not (watch_body or watch_raider):
@@ -285,7 +297,7 @@ def perceive(
                 dx = pos[b, e, 0] - px
                 dy = pos[b, e, 1] - py
                 d2 = dx * dx + dy * dy
-                if watch_raider and d2 <= radius2:
+                if watch_raider and d2 <= radius2 and not asleep:
                     knows_threat[b, i, e] = True
                     learned[b, i] = True
                 if watch_body:
@@ -300,7 +312,7 @@ def perceive(
                         if culprit >= 0 and culprit != i and not knows_threat[b, i, culprit]:
                             knows_threat[b, i, culprit] = True
                             learned[b, i] = True
-                    elif d2 <= body2:
+                    elif d2 <= body2 and not asleep:
                         out[count, 0] = b
                         out[count, 1] = i
                         out[count, 2] = e

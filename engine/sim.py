@@ -482,7 +482,7 @@ class VillageSim:
         # 10. needs
         alive_now = s.alive[:, :N]
         s.hunger = np.clip(s.hunger + t.hunger_rate * alive_now, 0, 1).astype(np.float32)
-        drain = t.energy_rate * (1 + working) * ~sleeping
+        drain = t.energy_rate * np.where(working, t.work_energy_factor, 1.0) * ~sleeping
         s.energy = np.clip(s.energy - drain * alive_now, 0, 1).astype(np.float32)
         s.social = np.clip(s.social - t.social_rate * sociability * alive_now, 0, 1).astype(np.float32)
 

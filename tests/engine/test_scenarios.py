@@ -199,7 +199,8 @@ def test_the_square_killing_has_many_witnesses_and_the_night_killing_few() -> No
     assert (night.death_tick[:, victim] >= 100).all()
     saw_night = (night.learned_from[:, :, victim] == -1) & (night.learned_tick[:, :, victim] == night.death_tick[:, [
         victim]])
-    assert saw_night.sum() < saw.sum() / 4
+    # only sleepers right beside the killing wake to it (the household), far fewer than a crowd by day
+    assert saw_night.sum() < saw.sum() / 2
 
 
 def test_the_raid_scenario_brings_the_raiders() -> None:
