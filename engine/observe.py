@@ -157,8 +157,8 @@ class Observer:
                 s.energy,
                 s.social,
                 s.grief,
-                s.anger.max(-1),
-                s.fear.max(-1),
+                sim.obs[..., _SELF_COL["anger_max"]],  # computed by the observation pass this tick
+                sim.obs[..., _SELF_COL["fear_max"]],
                 s.pos[:, :N, 0] / size[..., 0],
                 s.pos[:, :N, 1] / size[..., 1],
             ],
