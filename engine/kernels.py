@@ -219,6 +219,8 @@ def threat_fear_and_decay(
     decay_anger: float,
     decay_grudge: float,
     cap: float,
+    anger_sum: np.ndarray,  # (B, N) float32 out: total anger after decay (for the reward)
+    fear_sum: np.ndarray,  # (B, N) float32 out
 ) -> None:
     """A known threat in sight keeps fear up (proximity x timidity); then fear and anger decay.
 
@@ -227,6 +229,8 @@ def threat_fear_and_decay(
     for b in range(B):
         radius = sight[b]
         for i in range(N):
+            anger_sum[b, i] = 0.0
+            fear_sum[b, i] = 0.0
             if not alive[b, i]:
                 continue
             px = pos[b, i, 0]
@@ -243,10 +247,12 @@ def threat_fear_and_decay(
                         near_fear = sight_fear_gain * timid * math.exp(-d / radius)
                         if near_fear > f:
                             f = near_fear
-                f *= decay_fear
-                fear[b, i, e] = min(max(f, 0.0), cap)
-                a = anger[b, i, e] * (decay_grudge if live_threat else decay_anger)
-                anger[b, i, e] = min(max(a, 0.0), cap)
+                f = min(max(f * decay_fear, 0.0), cap)
+                fear[b, i, e] = f
+                fear_sum[b, i] += f
+                a = min(max(anger[b, i, e] * (decay_grudge if live_threat else decay_anger), 0.0), cap)
+                anger[b, i, e] = a
+                anger_sum[b, i] += a
 
 
 @njit(cache=True, fastmath=True)

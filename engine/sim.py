@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.arrays import sum_over_entities
 from engine.constants import (
     NIGHT_END,
     NIGHT_START,
@@ -117,6 +116,9 @@ class VillageSim:
             [getattr(self.t, f"{a.name.lower()}_ticks") for a in Action if a != Action.FLEE] + [0], np.int64
         )[self._kind_order()]
         self._npc_index = np.arange(self.N)
+        self._row_offset = (np.arange(self.B * self.N) * (self.N + self.M)).reshape(self.B, self.N)
+        self._anger_sum: np.ndarray | None = None
+        self._fear_sum: np.ndarray | None = None
         self._news_buffer = np.empty((self.B * self.N * self.E, 5), np.int64)
         self._how_buffer = np.empty(self.B * self.N * self.E, np.int64)
         self._is_raider = self.w.entity_kind == EntityKind.RAIDER
@@ -469,10 +471,14 @@ class VillageSim:
         # anger and fear only ever arise toward known threats: skip the (B, N, E) work until there is one.
         # A known threat in sight keeps fear up (proximity x timidity); grudges against a living, known
         # threat fade slowly.
+        self._anger_sum = self._fear_sum = None
         if s.knows_threat.any():
+            self._anger_sum = np.empty((B, N), np.float32)
+            self._fear_sum = np.empty((B, N), np.float32)
             threat_fear_and_decay(
                 s.pos, s.alive, s.present, w.sight_radius, bravery, s.knows_threat, s.fear, s.anger,
                 t.fear_gain * 0.8, self._decay_fear, self._decay_anger, self._decay_grudge, cap,
+                self._anger_sum, self._fear_sum,
             )
         s.grief *= self._decay_grief
         s.joy *= self._decay_joy
@@ -649,9 +655,9 @@ class VillageSim:
         bravery, aggression, empathy, sociability, diligence = (w.traits[..., k] for k in range(5))
         needs = t.w_hunger * s.hunger + t.w_energy * (1 - s.energy) + t.w_social * sociability * (1 - s.social)
         emotions = (0.5 + empathy) * s.grief
-        if s.knows_threat.any():  # anger and fear exist only toward known threats
-            anger = np.minimum(sum_over_entities(s.anger), t.anger_sum_cap)
-            fear = np.minimum(sum_over_entities(s.fear), t.fear_sum_cap)
+        if self._anger_sum is not None:  # anger and fear exist only toward known threats
+            anger = np.minimum(self._anger_sum, t.anger_sum_cap)
+            fear = np.minimum(self._fear_sum, t.fear_sum_cap)
             emotions = emotions + (0.5 + aggression) * anger + (1.5 - bravery) * fear
         health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
         gains = t.w_work * diligence * working + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
@@ -665,8 +671,9 @@ class VillageSim:
         s, N = self.state, self.N
         act, tgt = s.activity, np.maximum(s.target, 0)
         active = s.busy & s.alive[:, :N]
-        anger_at = np.take_along_axis(s.anger, tgt[..., None], 2)[..., 0]
-        threat = np.take_along_axis(s.knows_threat, tgt[..., None], 2)[..., 0]
+        flat_target = self._row_offset + tgt  # (b, i, target) into any (B, N, E) array
+        anger_at = s.anger.reshape(-1).take(flat_target)
+        threat = s.knows_threat.reshape(-1).take(flat_target)
         raider = self.w.entity_kind[tgt] == EntityKind.RAIDER
         tgt_grief = np.take_along_axis(s.grief, np.minimum(tgt, N - 1), 1) * (tgt < N)
         label = np.zeros_like(act)

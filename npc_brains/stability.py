@@ -12,8 +12,10 @@ per-NPC episode return of the episodes that finished in it. Definitions (docs/tr
   "dispersion across time" on the detrended curve); defined for negative returns.
 - drawdown     = running peak - current value of the (3-epoch smoothed) return curve (Chan et al.'s
   drawdown, in return units, >= 0); `relative_drawdown` divides it by the progress made so far
-  (at least 0.1 * |first epoch return|). A drawdown counts as bad when relative_drawdown > 0.5 and the
-  drawdown exceeds three standard deviations of its own sampling noise (from the epochs' standard errors).
+  (at least 0.1 * |first epoch return|). A drawdown counts as bad when relative_drawdown > 0.5, the
+  drawdown exceeds three standard deviations of its own sampling noise (from the epochs' standard errors),
+  and the curve had made progress (peak - first value) larger than that noise: an early dip below the
+  starting level is not a collapse, and there is nothing better to roll back to.
 """
 
 from __future__ import annotations
@@ -147,8 +149,11 @@ class StabilityMonitor:
         recent_se = np.asarray(self.stderr[self.window_start:][-SMOOTH:], np.float64)
         noise = float(np.sqrt(2.0 * (recent_se ** 2).sum()) / max(recent_se.size, 1))  # of peak - current
         m["drawdown_noise"] = noise
+        # a fall only counts when there was real progress to lose (a dip below the random-policy level at
+        # the start of training is not a collapse) and when it is larger than its own sampling noise
+        progress = float(smooth.max() - smooth[0]) if smooth.size else 0.0
         if (len(segment) >= SMOOTH and m["relative_drawdown"] > th.drawdown_max
-                and m["drawdown"] > 3.0 * noise):
+                and m["drawdown"] > 3.0 * noise and progress > 3.0 * noise):
             violations.append("drawdown")
         if conflict is not None and conflict < th.conflict_min:
             violations.append("conflict")

@@ -81,6 +81,13 @@ def test_drawdown_within_noise_is_not_bad():
     assert "drawdown" in real.violations and real.bad
 
 
+def test_an_early_dip_without_progress_is_not_a_drawdown():
+    mon = _monitor(rollback_on=("drawdown",))
+    reports = [mon.end_epoch(r, stderr=0.2) for r in [-25.0, -28.0, -30.0, -31.0, -31.0, -30.0]]
+    assert not any("drawdown" in r.violations for r in reports)
+    assert reports[-1].metrics["drawdown"] > 3.0
+
+
 def test_cooperation_criterion():
     mon = _monitor(rollback_on=("cooperation",))
     for _ in range(3):
