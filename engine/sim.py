@@ -68,6 +68,19 @@ def flat_action(kind: Action, slot: int, slots: int) -> int:
     return len(UNTARGETED) + TARGETED.index(kind) * slots + slot
 
 
+def _length(v: np.ndarray, keepdims: bool = False) -> np.ndarray:
+    """Euclidean length over the last axis (x, y); cheaper than np.linalg.norm for pairs."""
+    out = np.sqrt(v[..., 0] * v[..., 0] + v[..., 1] * v[..., 1])
+    return out[..., None] if keepdims else out
+
+
+def _mode_in(mode: np.ndarray, *modes: ActorMode) -> np.ndarray:
+    out = mode == modes[0]
+    for m in modes[1:]:
+        out |= mode == m
+    return out
+
+
 def _half_life_factor(half_life: float) -> float:
     return float(0.5 ** (1.0 / half_life))
 
@@ -345,7 +358,7 @@ class VillageSim:
         death_pos = np.take_along_axis(s.death_pos, tgt[..., None], 1)
         npc_pos = s.pos[:, :N]
         away = npc_pos - target_pos
-        away_len = np.linalg.norm(away, axis=-1, keepdims=True)
+        away_len = _length(away, keepdims=True)
         flee_dest = np.clip(npc_pos + away / np.maximum(away_len, 1e-3) * 8.0, 0, w.size[:, None, :])
         dest = s.dest
         dest = np.where((act == Action.WORK)[..., None], w.work_pos, dest)
@@ -358,7 +371,7 @@ class VillageSim:
         moving = s.busy & ~s.performing & npc_alive
         speed = np.where(act == Action.FLEE, t.flee_speed, t.walk_speed)
         step_vec = dest - npc_pos
-        dist = np.linalg.norm(step_vec, axis=-1)
+        dist = _length(step_vec)
         frac = np.where(dist > 0, np.minimum(1.0, speed / np.maximum(dist, 1e-6)), 0.0)
         new_pos = npc_pos + step_vec * (frac * moving)[..., None]
         s.pos[:, :N] = new_pos
@@ -368,14 +381,14 @@ class VillageSim:
         s.travel_left = s.travel_left - moving
         # fleeing ends when the threat is a safe distance away
         safe = w.sight_radius[:, None] * t.safe_distance_factor
-        flee_done = s.busy & (act == Action.FLEE) & (np.linalg.norm(new_pos - target_pos, axis=-1) >= safe)
+        flee_done = s.busy & (act == Action.FLEE) & (_length(new_pos - target_pos) >= safe)
         gave_up = moving & ~arrived & (s.travel_left <= 0)
         s.busy &= ~(flee_done | gave_up)
 
         # 4. performing NPCs act
         perf = s.busy & s.performing & npc_alive
         first = arrived & perf  # first tick of the performance
-        in_reach = np.linalg.norm(s.pos[:, :N] - target_pos, axis=-1) <= t.reach * 1.5
+        in_reach = _length(s.pos[:, :N] - target_pos) <= t.reach * 1.5
         sleeping = perf & (act == Action.SLEEP)
         working = perf & (act == Action.WORK)
         eating = perf & (act == Action.EAT)
@@ -443,7 +456,7 @@ class VillageSim:
             self._know_threat(vb, vt, va)
             # witnesses of an attack learn who is dangerous
             attack_pos = s.pos[bb, aa]
-            d_w = np.linalg.norm(s.pos[bb, :N] - attack_pos[:, None, :], axis=-1)
+            d_w = _length(s.pos[bb, :N] - attack_pos[:, None, :])
             seen = (d_w <= w.sight_radius[bb][:, None]) & awake[bb]
             wb, wi = np.nonzero(seen)
             not_attacker = wi != aa[wb]
@@ -802,7 +815,7 @@ class VillageSim:
             # raiders pick the nearest living villager
             raiding = live & (mode == ActorMode.RAID)
             if raiding.any():
-                d = np.linalg.norm(s.pos[:, :N] - pos[:, None], axis=-1)
+                d = _length(s.pos[:, :N] - pos[:, None])
                 d = np.where(s.alive[:, :N], d, np.inf)
                 s.actor_target[:, m] = np.where(raiding, np.argmin(d, 1), s.actor_target[:, m])
                 hurt = s.health[:, e] < t.raider_retreat_health * w.max_health[:, e]
@@ -810,14 +823,14 @@ class VillageSim:
             tgt = np.maximum(s.actor_target[:, m], 0)
             tgt_pos = s.pos[np.arange(self.B), tgt]
             tgt_alive = s.alive[np.arange(self.B), tgt]
-            chasing = live & np.isin(mode, (ActorMode.HUNT, ActorMode.STRIKE, ActorMode.RAID))
+            chasing = live & _mode_in(mode, ActorMode.HUNT, ActorMode.STRIKE, ActorMode.RAID)
             mode = np.where(chasing & ~tgt_alive & (mode != ActorMode.RAID), ActorMode.IDLE, mode)
             chasing &= tgt_alive
             dest = np.where(chasing[:, None], tgt_pos, s.actor_dest[:, m])
             dest = np.where((mode == ActorMode.RETREAT)[:, None], w.forest_pos, dest)
-            moving = live & (chasing | np.isin(mode, (ActorMode.STROLL, ActorMode.MOVE, ActorMode.RETREAT)))
+            moving = live & (chasing | _mode_in(mode, ActorMode.STROLL, ActorMode.MOVE, ActorMode.RETREAT))
             vec = dest - pos
-            dist = np.linalg.norm(vec, axis=-1)
+            dist = _length(vec)
             frac = np.where(dist > 0, np.minimum(1.0, t.actor_speed / np.maximum(dist, 1e-6)), 0.0) * moving
             s.pos[:, e] = pos + vec * frac[:, None]
             remaining = dist * (1 - frac)
@@ -844,7 +857,7 @@ class VillageSim:
                 pick = self.rng.integers(0, w.hangout_pos.shape[1], len(bb))
                 s.actor_dest[bb, m] = w.hangout_pos[bb, pick]
                 mode[bb] = ActorMode.STROLL
-            arrived = live & np.isin(mode, (ActorMode.STROLL, ActorMode.MOVE)) & reached
+            arrived = live & _mode_in(mode, ActorMode.STROLL, ActorMode.MOVE) & reached
             mode = np.where(arrived, ActorMode.IDLE, mode)
             gone = live & (mode == ActorMode.RETREAT) & reached
             s.present[:, e] &= ~gone
