@@ -131,11 +131,12 @@ def test_metrics_are_valid_json_lines(tmp_path):
 
 @pytest.mark.slow
 def test_drmas_learns_on_village_v1(tmp_path):
-    """1M NPC-steps (about a minute or two on 2 cores): a random-init policy scores about -28 per NPC-episode;
-    Dr. MAS must clearly improve on it (about -15 when this test was written)."""
-    cfg = TrainConfig(world="village-v1", algo="drmas", steps=1_000_000, envs=64, run_dir=str(tmp_path),
+    """2M NPC-steps (about two minutes on 2 cores). The first epochs score about -26 per NPC-episode (a
+    near-random policy); the return dips, then climbs (to about -9 when this test was written). Dr. MAS must
+    end clearly above where it started."""
+    cfg = TrainConfig(world="village-v1", algo="drmas", steps=2_000_000, envs=64, run_dir=str(tmp_path),
                       device="cpu", seed=0)
     Trainer(cfg).train()
     epochs = [r["episode_return_mean"] for r in read_metrics(tmp_path / "metrics.jsonl") if r.get("epoch")]
-    assert epochs[0] < -25.0
-    assert np.mean(epochs[-3:]) > -22.0
+    assert np.mean(epochs[-3:]) > epochs[0] + 5.0
+    assert np.mean(epochs[-3:]) > -20.0
