@@ -7,6 +7,7 @@ Every option of npc_brains.config.TrainConfig is a flag (underscores become dash
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from dataclasses import fields
@@ -116,6 +117,11 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
 def run(args: argparse.Namespace) -> int:
     from npc_brains.checkpoint import CheckpointError
     from npc_brains.config import ConfigError
+
+    # A process started in the background by a non-interactive shell inherits SIGINT as ignored, and Python then
+    # never raises KeyboardInterrupt. Ctrl-C (or `kill -INT`) must always save and stop a run.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     try:
         cfg, resume = build_config(args)
