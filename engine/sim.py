@@ -46,13 +46,14 @@ class Command:
 
     village: int
     actor: int  # entity index of the actor
-    op: str  # "kill" | "attack" | "move" | "gift" | "stop" | "raid"
+    op: str  # "kill" | "attack" | "move" | "gift" | "talk" | "stop" | "raid"
     target: int = -1
     x: float = 0.0
     y: float = 0.0
 
 
-COMMAND_OPS = ("kill", "attack", "move", "gift", "stop", "raid")
+COMMAND_OPS = ("kill", "attack", "move", "gift", "talk", "stop", "raid")
+TALK_RANGE_FACTOR = 2.0  # an actor can talk with an NPC within this many talk radii
 
 
 def action_tables(slots: int) -> tuple[np.ndarray, np.ndarray]:
@@ -270,7 +271,7 @@ class VillageSim:
         target_i = entity(target, "target")
         if not self.N <= actor_i < self.E:
             raise ValueError(f"actor must be a non-NPC actor (index {self.N}..{self.E - 1}), got {actor!r}")
-        if op in ("kill", "attack", "gift") and not 0 <= target_i < self.E:
+        if op in ("kill", "attack", "gift", "talk") and not 0 <= target_i < self.E:
             raise ValueError(f"command {op!r} needs a target entity, got {target!r}")
         self.commands.append(Command(village, actor_i, op, target_i, float(x), float(y)))
 
@@ -775,6 +776,13 @@ class VillageSim:
                 s.anger[c.village, c.target, c.actor] *= 0.7
                 s.fear[c.village, c.target, c.actor] *= 0.7
                 self._log_simple(c.village, EventType.GIFT, c.actor, c.target)
+            elif c.op == "talk" and c.target < N and s.alive[c.village, c.target]:
+                # a chat eases loneliness and fear of the speaker, if the two are close enough to talk
+                gap = _length(s.pos[c.village, c.actor] - s.pos[c.village, c.target])
+                if gap <= self.t.talk_radius * TALK_RANGE_FACTOR:
+                    s.social[c.village, c.target] = min(1.0, s.social[c.village, c.target] + self.t.talk_gain)
+                    s.fear[c.village, c.target, c.actor] *= 0.85
+                    self._log_simple(c.village, EventType.TALK, c.actor, c.target)
             elif c.op == "raid":
                 self._start_raid(np.array([c.village]))
 

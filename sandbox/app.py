@@ -7,6 +7,7 @@ itself. pygame is initialised when an app is created, never at import.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -37,7 +38,7 @@ HELP: tuple[tuple[str, str], ...] = (
     ("K", "kill the NPC under the cursor (else the selected one)"),
     ("F", "attack (one blow) the NPC under the cursor"),
     ("G", "give a gift to the NPC under the cursor"),
-    ("T", "talk: walk over to the NPC under the cursor"),
+    ("T", "talk with the NPC under the cursor (walks over first if it is far)"),
     ("X", "player stops"),
     ("R", "start a raid"),
     ("O", "social-graph overlay (edges coloured by affinity)"),
@@ -299,10 +300,19 @@ class SandboxApp:
         elif key == pygame.K_g:
             model.command("gift", target)
         else:
-            # The engine has no "talk" order for actors yet: the player walks over to the NPC.
-            x, y = model.sim.state.pos[0, target]
+            # talk when close enough (the engine's "talk" order); otherwise walk over first
+            from engine.sim import TALK_RANGE_FACTOR
+
+            state = model.sim.state
+            gap = math.hypot(*(state.pos[0, model.player] - state.pos[0, target]))
+            if gap <= model.sim.t.talk_radius * TALK_RANGE_FACTOR:
+                if model.command("talk", target):
+                    model.feed.note(model.tick, f"you talk with {model.names[target]}", INFO)
+                return
+            x, y = state.pos[0, target]
             if model.command("move", x=float(x), y=float(y)):
-                model.feed.note(model.tick, f"you walk over to talk with {model.names[target]}", INFO)
+                model.feed.note(model.tick, f"you walk over to talk with {model.names[target]} (press T again there)",
+                                INFO)
 
     def _prompt_key(self, event: pygame.event.Event) -> None:
         prompt = self.ui.prompt

@@ -219,3 +219,25 @@ def test_actions_change_behaviour(village):
     assert float(sim.state.granary[0]) > granary0
     near_work = np.linalg.norm(sim.state.pos[0, : sim.N] - sim.w.work_pos[0], axis=-1) <= sim.t.reach
     assert near_work.any()
+
+
+def test_the_player_can_talk_with_a_nearby_npc():
+    from engine.constants import EventType
+    from engine.sim import VillageSim
+    from worlds import load_world
+
+    sim = VillageSim(load_world("village-v1"), 1, seed=0, scenario="none", record=True)
+    player = sim.entity_names[0].index("player")
+    npc = 0
+    sim.state.pos[0, player] = sim.state.pos[0, npc] + 1.0
+    sim.state.social[0, npc] = 0.2
+    sim.command(0, "player", "talk", target=npc)
+    sim.step(np.zeros((1, sim.N), np.int64))
+    talks = [e for e in sim.log.events if e.type == EventType.TALK]
+    assert len(talks) == 1 and talks[0].actor == player and talks[0].target == npc
+    assert sim.state.social[0, npc] > 0.2  # relief (the tick's own decay is far smaller than talk_gain)
+    # too far away: nothing happens
+    sim.state.pos[0, player] = sim.state.pos[0, npc] + 30.0
+    sim.command(0, "player", "talk", target=npc)
+    sim.step(np.zeros((1, sim.N), np.int64))
+    assert len([e for e in sim.log.events if e.type == EventType.TALK]) == 1
