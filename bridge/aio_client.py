@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import secrets
 from typing import Any
 
 import numpy as np
@@ -27,20 +25,9 @@ from bridge.client import BridgeTimeout, CurveKeys, _Ops, decode_arrays, result_
 class AsyncBridgeClient(_Ops):
     def __init__(self, endpoint: str, *, timeout: float = 2.0, retries: int = 3, curve: CurveKeys | None = None,
                  context: zmq.asyncio.Context | None = None, limits: P.Limits | None = None):
-        if timeout <= 0 or retries < 0:
-            raise ValueError("timeout must be > 0 and retries >= 0")
-        self.endpoint = endpoint
-        self.timeout = timeout
-        self.retries = retries
-        self.curve = curve
-        self.limits = limits or P.Limits()
-        self._own_ctx = context is None
-        self.ctx = context or zmq.asyncio.Context()
-        self._prefix = secrets.token_hex(4)
-        self._seq = itertools.count(1)
+        self._configure(endpoint, timeout, retries, curve, limits, context, zmq.asyncio.Context)
         self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
         self._generation = 0
-        self.reconnects = 0
         self.sock: zmq.asyncio.Socket | None = None
         self._reader: asyncio.Task[None] | None = None
 

@@ -86,6 +86,22 @@ class _Ops:
     def request(self, op: str, **fields: Any) -> Any:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _configure(self, endpoint: str, timeout: float, retries: int, curve: CurveKeys | None,
+                   limits: P.Limits | None, context: Any, make_context: Any) -> None:
+        """Connection settings shared by the sync and asyncio clients."""
+        if timeout <= 0 or retries < 0:
+            raise ValueError("timeout must be > 0 and retries >= 0")
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.retries = retries
+        self.curve = curve
+        self.limits = limits or P.Limits()
+        self._own_ctx = context is None
+        self.ctx = context or make_context()
+        self._prefix = secrets.token_hex(4)
+        self._seq = itertools.count(1)
+        self.reconnects = 0
+
     @staticmethod
     def _act_fields(obs: np.ndarray, mask: np.ndarray | None, deterministic: bool, with_probs: bool
                     ) -> dict[str, Any]:
@@ -114,18 +130,7 @@ class BridgeClient(_Ops):
 
     def __init__(self, endpoint: str, *, timeout: float = 2.0, retries: int = 3, curve: CurveKeys | None = None,
                  context: zmq.Context | None = None, limits: P.Limits | None = None):
-        if timeout <= 0 or retries < 0:
-            raise ValueError("timeout must be > 0 and retries >= 0")
-        self.endpoint = endpoint
-        self.timeout = timeout
-        self.retries = retries
-        self.curve = curve
-        self.limits = limits or P.Limits()
-        self._own_ctx = context is None
-        self.ctx = context or zmq.Context()
-        self._prefix = secrets.token_hex(4)
-        self._seq = itertools.count(1)
-        self.reconnects = 0
+        self._configure(endpoint, timeout, retries, curve, limits, context, zmq.Context)
         self.sock: zmq.Socket | None = None
         self._connect()
 
