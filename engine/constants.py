@@ -101,6 +101,7 @@ class Tuning:
     # movement (map units per tick)
     walk_speed: float = 1.6
     flee_speed: float = 2.2
+    charge_speed: float = 2.2  # an NPC going for someone (ATTACK) runs: it can catch a walking killer
     actor_speed: float = 2.0
     reach: float = 1.2  # interaction distance
     talk_radius: float = 2.5  # ambient gossip distance
@@ -141,6 +142,8 @@ class Tuning:
     anger_gain: float = 1.0
     fear_gain: float = 1.0
     hearsay_fear: float = 0.35
+    sight_fear: float = 1.5  # fear floor near a known threat in sight: sight_fear x timidity x proximity
+    justice_relief: float = 0.8  # share of anger at a threat relieved on learning that it is dead
     gloat_gain: float = 0.8
     close_affinity: float = 0.3
     body_discovery_radius: float = 4.0
@@ -168,3 +171,4 @@ class Tuning:
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 5.0
+    w_alive: float = 1.0  # being alive is worth something: without it dying ends a stream of costs

@@ -37,7 +37,12 @@ from engine.kernels import perceive, spread_knowledge, threat_fear_and_decay
 from engine.state import VillageState, WorldArrays, world_arrays
 from worlds import WorldSpec
 
-SCENARIOS = ("world", "random_kill", "none")
+SCENARIOS = ("world", "random_kill", "mixed", "none")
+MAX_KILLS = 3  # scheduled killings per village in the training scenarios
+# the "mixed" training curriculum: how many killings an episode has (1, 2 or 3) and how often the killer
+# goes on to hunt whoever is nearest (a rampage), so that standing near a killer is really dangerous
+MIXED_KILL_COUNT_P = (0.45, 0.35, 0.2)
+MIXED_RAMPAGE_P = 0.35
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,7 @@ class VillageSim:
         tuning: Tuning | None = None,
         record: bool = False,
         kill_window: tuple[int, int] = (8, 60),
+        trait_noise: float = 0.0,
     ):
         if isinstance(worlds, WorldSpec):
             worlds = [worlds] * (num_villages or 1)
@@ -120,6 +126,9 @@ class VillageSim:
         self.max_ticks = max_ticks
         self.scenario = scenario
         self.kill_window = kill_window
+        if not 0 <= trait_noise <= 1:
+            raise ValueError(f"trait_noise must be in [0, 1], got {trait_noise}")
+        self.trait_noise = trait_noise
         self.t = tuning or Tuning()
         self.record = record
         self.log = EventLog()
@@ -143,8 +152,10 @@ class VillageSim:
         self._decay_fear = np.float32(_half_life_factor(t.fear_half_life))
         self._decay_anger = np.float32(_half_life_factor(t.anger_half_life))
         self._decay_grudge = np.float32(_half_life_factor(t.grudge_half_life))
+        self._base_traits = self.w.traits.copy()
         self.seed(seed)
         self.state = self._initial_state(np.arange(self.B))
+        self._jitter_traits(np.arange(self.B))
         from engine.observe import Observer  # local: observe imports this module's constants
 
         self.observer = Observer(self)
@@ -215,15 +226,35 @@ class VillageSim:
             actor_target=np.full((B, M), -1, np.int64),
             actor_dest=w.start_pos[:, N:].copy(),
             actor_timer=np.zeros((B, M), np.int64),
-            kill_tick=np.full(B, -1, np.int64),
-            kill_victim=np.full(B, -1, np.int64),
+            kill_tick=np.full((B, MAX_KILLS), -1, np.int64),
+            kill_victim=np.full((B, MAX_KILLS), -1, np.int64),
+            rampage=np.zeros(B, np.int64),
             event_count=np.zeros(B, np.int64),
         )
         if self.scenario == "random_kill" and self._player_index() >= 0:
             lo, hi = self.kill_window
-            state.kill_tick[:] = self.rng.integers(lo, hi, B)
-            state.kill_victim[:] = self.rng.integers(0, N, B)
+            state.kill_tick[:, 0] = self.rng.integers(lo, hi, B)
+            state.kill_victim[:, 0] = self.rng.integers(0, N, B)
+        elif self.scenario == "mixed" and self._player_index() >= 0:
+            lo, hi = self.kill_window
+            kills = self.rng.choice(np.arange(1, MAX_KILLS + 1), size=B, p=MIXED_KILL_COUNT_P)
+            gaps = self.rng.integers(6, 30, (B, MAX_KILLS))  # later killings follow 1-5 hours apart
+            gaps[:, 0] = self.rng.integers(lo, hi, B)
+            ticks = np.cumsum(gaps, axis=1)
+            victims = np.argsort(self.rng.random((B, N)), axis=1)[:, :MAX_KILLS]  # distinct victims
+            planned = np.arange(MAX_KILLS)[None, :] < kills[:, None]
+            state.kill_tick[:] = np.where(planned, ticks, -1)
+            state.kill_victim[:] = np.where(planned, victims, -1)
+            state.rampage[:] = self.rng.random(B) < MIXED_RAMPAGE_P
         return state
+
+    def _jitter_traits(self, villages: np.ndarray) -> None:
+        """Training only (trait_noise > 0): each episode, every NPC's traits are the world's plus Gaussian noise
+        (clipped to [0, 1]), so a policy meets many personalities in the same social situations."""
+        if self.trait_noise <= 0 or not len(villages):
+            return
+        noise = self.rng.normal(0.0, self.trait_noise, (len(villages), *self._base_traits.shape[1:]))
+        self.w.traits[villages] = np.clip(self._base_traits[villages] + noise, 0.0, 1.0).astype(np.float32)
 
     def _player_index(self) -> int:
         players = np.flatnonzero(self.w.entity_kind == EntityKind.PLAYER)
@@ -245,6 +276,9 @@ class VillageSim:
                 self.log.clear(int(b))
             self.commands = [c for c in self.commands if c.village not in set(villages.tolist())]
         rows = slice(None) if villages is None else villages
+        if self.trait_noise > 0:
+            self._jitter_traits(np.arange(self.B) if villages is None else np.asarray(villages))
+            self.observer.refresh_world()
         self.last_reward[rows] = 0
         self.died[rows] = False
         self.reaction[rows] = 0
@@ -370,7 +404,7 @@ class VillageSim:
         dest = np.where((act == Action.FLEE)[..., None], flee_dest, dest)
         s.dest = dest.astype(np.float32)
         moving = s.busy & ~s.performing & npc_alive
-        speed = np.where(act == Action.FLEE, t.flee_speed, t.walk_speed)
+        speed = np.where(act == Action.FLEE, t.flee_speed, np.where(act == Action.ATTACK, t.charge_speed, t.walk_speed))
         step_vec = dest - npc_pos
         dist = _length(step_vec)
         frac = np.where(dist > 0, np.minimum(1.0, speed / np.maximum(dist, 1e-6)), 0.0)
@@ -491,7 +525,7 @@ class VillageSim:
             self._fear_sum = np.empty((B, N), np.float32)
             threat_fear_and_decay(
                 s.pos, s.alive, s.present, w.sight_radius, bravery, s.knows_threat, s.fear, s.anger,
-                t.fear_gain * 0.8, self._decay_fear, self._decay_anger, self._decay_grudge, cap,
+                t.sight_fear, self._decay_fear, self._decay_anger, self._decay_grudge, cap,
                 self._anger_sum, self._fear_sum,
             )
         s.grief *= self._decay_grief
@@ -632,6 +666,9 @@ class VillageSim:
             return
         bb, ii, vv, new_death, culprit_new = (np.concatenate(parts) for parts in zip(*self._news, strict=True))
         npc_victim = vv < self.N
+        dead_threat = ~npc_victim & new_death  # a killer or raider is dead: justice, and nothing more to fear
+        if dead_threat.any():
+            s.anger[bb[dead_threat], ii[dead_threat], vv[dead_threat]] *= 1 - t.justice_relief
         bb, ii, vv = bb[npc_victim], ii[npc_victim], vv[npc_victim]
         new_death, culprit_new = new_death[npc_victim], culprit_new[npc_victim]
         like = s.affinity[bb, ii, vv]
@@ -658,7 +695,7 @@ class VillageSim:
             np.add.at(s.anger, (cb, ci, kk), not_self * t.anger_gain * close * (0.3 + aggression))
             dist = np.sqrt(((s.pos[cb, ci] - s.pos[cb, kk]) ** 2).sum(-1))
             proximity = np.exp(-dist / w.sight_radius[cb])
-            fear = t.fear_gain * (1 - bravery) * (0.5 + close) * np.where(near, proximity, t.hearsay_fear)
+            fear = t.fear_gain * (1 - bravery) * (1 + close) * np.where(near, proximity, t.hearsay_fear)
             np.add.at(s.fear, (cb, ci, kk), not_self * fear)
             self._know_threat(cb[not_self], ci[not_self], kk[not_self])
 
@@ -674,7 +711,7 @@ class VillageSim:
             fear = np.minimum(self._fear_sum, t.fear_sum_cap)
             emotions = emotions + (0.5 + aggression) * anger + (1.5 - bravery) * fear
         health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
-        gains = t.w_work * diligence * working + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
+        gains = t.w_alive + t.w_work * diligence * working + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
         reward = (gains - needs - emotions - health) * t.reward_scale
         reward = np.where(s.alive[:, :N], reward, 0.0)
         reward = reward - self.died * t.death_penalty * t.reward_scale
@@ -749,11 +786,20 @@ class VillageSim:
                         self.commands.append(Command(b, actor, ev.type, target))
                     elif ev.type == "raid":
                         self.commands.append(Command(b, actor, "raid"))
-        elif self.scenario == "random_kill":
+        elif self.scenario in ("random_kill", "mixed"):
             player = self._player_index()
-            due = np.flatnonzero(s.kill_tick == s.tick)
-            for b in due:
-                self.commands.append(Command(int(b), player, "kill", int(s.kill_victim[b])))
+            due_b, due_k = np.nonzero(s.kill_tick == s.tick[:, None])
+            for b, k in zip(due_b.tolist(), due_k.tolist(), strict=True):
+                if s.actor_mode[b, player - self.N] == ActorMode.HUNT and s.alive[b, player]:
+                    s.kill_tick[b, k] += 1  # still after someone: the next killing waits
+                    continue
+                victim = int(s.kill_victim[b, k])
+                if not s.alive[b, victim]:  # already dead: the killer picks another villager
+                    living = np.flatnonzero(s.alive[b, : self.N])
+                    if not len(living):
+                        continue
+                    victim = int(living[self.rng.integers(len(living))])
+                self.commands.append(Command(b, player, "kill", victim))
 
     def _apply_commands(self) -> None:
         s, N = self.state, self.N
@@ -865,12 +911,27 @@ class VillageSim:
                 pick = self.rng.integers(0, w.hangout_pos.shape[1], len(bb))
                 s.actor_dest[bb, m] = w.hangout_pos[bb, pick]
                 mode[bb] = ActorMode.STROLL
+                if w.entity_kind[e] == EntityKind.PLAYER and (s.rampage[bb] > 0).any():
+                    self._rampage(bb[s.rampage[bb] > 0], m, mode)
             arrived = live & _mode_in(mode, ActorMode.STROLL, ActorMode.MOVE) & reached
             mode = np.where(arrived, ActorMode.IDLE, mode)
             gone = live & (mode == ActorMode.RETREAT) & reached
             s.present[:, e] &= ~gone
             mode = np.where(gone, ActorMode.OFF_MAP, mode)
             s.actor_mode[:, m] = mode
+
+    def _rampage(self, villages: np.ndarray, m: int, mode: np.ndarray) -> None:
+        """A killer on a rampage hunts the nearest living villager in sight instead of strolling away."""
+        s, w, N = self.state, self.w, self.N
+        e = N + m
+        d = _length(s.pos[villages, :N] - s.pos[villages, e][:, None])
+        d = np.where(s.alive[villages, :N], d, np.inf)
+        prey = np.argmin(d, 1)
+        seen = d[np.arange(len(villages)), prey] <= w.sight_radius[villages]
+        vb = villages[seen]
+        mode[vb] = ActorMode.HUNT
+        s.actor_target[vb, m] = prey[seen]
+        s.rampage[vb] -= 1
 
     # ------------------------------------------------------------------ episode bookkeeping
     @property

@@ -154,9 +154,10 @@ class VillageState:
     actor_target: np.ndarray  # (B, M) int entity
     actor_dest: np.ndarray  # (B, M, 2)
     actor_timer: np.ndarray  # (B, M) int
-    # scheduled random killing (training scenario): tick and victim, -1 none
-    kill_tick: np.ndarray  # (B,)
-    kill_victim: np.ndarray  # (B,)
+    # scheduled killings (training scenarios): tick and victim of up to MAX_KILLS, -1 none
+    kill_tick: np.ndarray  # (B, MAX_KILLS)
+    kill_victim: np.ndarray  # (B, MAX_KILLS)
+    rampage: np.ndarray  # (B,) int: after a killing, how many more times the killer hunts the nearest villager
     event_count: np.ndarray  # (B,) int
 
     def copy(self) -> VillageState:

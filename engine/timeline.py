@@ -136,9 +136,9 @@ def _scenario_plan(sim: VillageSim, world: WorldSpec, scenario: str) -> list[str
     if scenario == "world":
         return [f"at tick {ev.tick} ({clock(ev.tick)}) {ev.actor} sets out to {ev.type}"
                 + (f" {ev.target}" if ev.target else "") for ev in world.events]
-    if scenario == "random_kill" and sim.state.kill_tick[0] >= 0:
-        tick, victim = int(sim.state.kill_tick[0]), int(sim.state.kill_victim[0])
-        return [f"at tick {tick} ({clock(tick)}) the player sets out to kill {sim.entity_names[0][victim]}"]
+    if scenario in ("random_kill", "mixed"):
+        return [f"at tick {int(tick)} ({clock(int(tick))}) the player sets out to kill {sim.entity_names[0][victim]}"
+                for tick, victim in zip(sim.state.kill_tick[0], sim.state.kill_victim[0], strict=True) if tick >= 0]
     return []
 
 

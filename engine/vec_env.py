@@ -53,11 +53,12 @@ class VillageVecEnv:
         max_ticks: int = 144,
         scenario: str = "random_kill",
         tuning: Tuning | None = None,
+        trait_noise: float = 0.0,
     ):
         worlds = world if isinstance(world, list) else [world]
         specs = [resolve_world(w) for w in worlds]
         self.sim = VillageSim(specs, num_envs, seed, slots=slots, max_ticks=max_ticks, scenario=scenario,
-                              tuning=tuning)
+                              tuning=tuning, trait_noise=trait_noise)
         self.num_envs = self.sim.B
         self.num_agents = self.sim.N
         self.num_rows = self.sim.B * self.sim.N

@@ -17,6 +17,7 @@ ADV_NORMS = ("none", "global", "agent", "role")
 CONTRASTIVE_POSITIVES = ("next", "village")
 ROLLBACK_CRITERIA = ("oscillation", "drawdown", "conflict", "cooperation")
 DEVICES = ("auto", "cpu", "cuda")
+SCENARIOS = ("mixed", "random_kill", "world", "none")  # engine.sim.SCENARIOS (no engine import here)
 
 # Dr. MAS components and the value each algorithm gives them. Everything else is shared.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -41,8 +42,9 @@ class TrainConfig:
     # --- what to train on
     world: str = "village-v1"  # id, file, generated:N[:SEED], or a comma-separated pool of same-size worlds
     env: str | None = None  # "module:factory" for any PettingZoo ParallelEnv with discrete actions
-    scenario: str = "random_kill"
+    scenario: str = "mixed"  # mixed: 1-3 killings per episode, sometimes a rampage; random_kill; world; none
     slots: int = 4
+    trait_noise: float = 0.2  # per-episode Gaussian jitter of every NPC's traits (domain randomisation)
     max_ticks: int = 144
     # --- run
     algo: str = "drmas"
@@ -135,6 +137,9 @@ def _check(cond: bool, name: str, expected: str, value: Any) -> None:
 
 def validate(cfg: TrainConfig) -> None:
     _check(cfg.algo in ALGOS, "algo", f"one of {', '.join(ALGOS)}", cfg.algo)
+    _check(isinstance(cfg.trait_noise, (int, float)) and 0 <= cfg.trait_noise <= 1, "trait_noise",
+           "a number in [0, 1]", cfg.trait_noise)
+    _check(cfg.scenario in SCENARIOS, "scenario", f"one of {', '.join(SCENARIOS)}", cfg.scenario)
     _check(cfg.device in DEVICES or cfg.device.startswith("cuda:"), "device", "auto, cpu, cuda or cuda:N",
            cfg.device)
     for name in ("steps", "rollout", "epochs", "minibatches", "hidden", "intent_dim", "slots",

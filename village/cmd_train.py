@@ -19,6 +19,9 @@ from village.cli import UserError
 HELP = {
     "world": "world id, TOML file, generated:N[:SEED], or a comma-separated pool of same-size worlds",
     "env": "train on a PettingZoo ParallelEnv instead: 'module:factory' (discrete actions)",
+    "scenario": "training episodes: mixed (1-3 killings by the player, sometimes a rampage on whoever is "
+                "nearest), random_kill (one killing), world (the world file's events), none",
+    "trait_noise": "per-episode Gaussian jitter of the NPCs' traits, so the policy meets many personalities",
     "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone)",
     "steps": "training budget in NPC-steps (rounded up to whole updates)",
     "envs": "villages stepped in parallel (0 = auto)",

@@ -127,7 +127,7 @@ def test_scenario_none_has_no_deaths(village):
 
 def test_random_kill_kills_the_drawn_victim_in_every_village(village):
     sim = VillageSim(village, 8, seed=3, scenario="random_kill")
-    victims = sim.state.kill_victim.copy()
+    victims = sim.state.kill_victim[:, 0].copy()
     assert ((victims >= 0) & (victims < sim.N)).all()
     died_count = np.zeros((sim.B, sim.N), np.int64)
     for _ in range(110):

@@ -1,0 +1,127 @@
+"""The training curriculum and the reward levers behind emergent fear and revenge (docs/engine.md, docs/emergence.md):
+the `mixed` scenario (several killings, rampages), trait jitter, the alive bonus, charging, justice relief."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from engine.constants import Action, ActorMode, Tuning
+from engine.sim import MAX_KILLS, VillageSim, flat_action
+from worlds import load_world
+
+
+@pytest.fixture(scope="module")
+def village():
+    return load_world("village-v1")
+
+
+def idle(sim: VillageSim) -> np.ndarray:
+    return np.zeros((sim.B, sim.N), np.int64)
+
+
+def test_mixed_schedules_one_to_three_distinct_killings(village):
+    sim = VillageSim(village, 256, seed=4, scenario="mixed")
+    ticks, victims = sim.state.kill_tick, sim.state.kill_victim
+    assert ticks.shape == victims.shape == (256, MAX_KILLS)
+    planned = ticks >= 0
+    counts = planned.sum(1)
+    assert set(np.unique(counts)) == {1, 2, 3}  # every count occurs among 256 villages
+    assert (planned[:, 0]).all() and ((victims >= 0) == planned).all()
+    for b in range(256):
+        t = ticks[b, planned[b]]
+        assert (np.diff(t) >= 6).all()  # later killings come hours apart
+        v = victims[b, planned[b]]
+        assert len(set(v.tolist())) == len(v)
+    assert 0.2 < sim.state.rampage.mean() < 0.5
+
+
+def test_mixed_killings_happen_and_rampages_kill_more(village):
+    sim = VillageSim(village, 64, seed=1, scenario="mixed")
+    planned = (sim.state.kill_tick >= 0).sum(1)
+    rampage = sim.state.rampage.copy().astype(bool)
+    for _ in range(144):
+        sim.step(idle(sim))
+    deaths = (~sim.state.alive[:, : sim.N]).sum(1)
+    calm = ~rampage
+    # without a rampage, exactly the planned killings (idle villagers never fight)
+    assert (deaths[calm] == planned[calm]).all()
+    # a rampaging killer hunts the nearest villager in sight once: at most one more death
+    assert (deaths[rampage] >= planned[rampage]).all() and (deaths[rampage] <= planned[rampage] + 1).all()
+    assert (deaths[rampage] > planned[rampage]).any()
+
+
+def test_rampage_hunts_the_nearest_villager_in_sight(village):
+    sim = VillageSim(village, 1, seed=0, scenario="none")
+    player = sim._player_index()
+    m = player - sim.N
+    sim.state.rampage[:] = 1
+    sim.state.pos[0, 3] = sim.state.dest[0, 3] = (46.0, 46.0)  # alone in a corner
+    sim.state.pos[0, player] = (45.5, 46.0)
+    sim.state.actor_mode[0, m] = ActorMode.LINGER
+    sim.state.actor_timer[0, m] = 1
+    sim.step(idle(sim))
+    assert sim.state.actor_mode[0, m] == ActorMode.HUNT
+    assert sim.state.actor_target[0, m] == 3
+    assert sim.state.rampage[0] == 0
+
+
+def test_trait_noise_jitters_traits_per_episode_deterministically(village):
+    a = VillageSim(village, 8, seed=3, scenario="mixed", trait_noise=0.2)
+    b = VillageSim(village, 8, seed=3, scenario="mixed", trait_noise=0.2)
+    plain = VillageSim(village, 8, seed=3, scenario="mixed")
+    np.testing.assert_array_equal(a.w.traits, b.w.traits)
+    np.testing.assert_array_equal(a.obs, b.obs)
+    assert not np.allclose(a.w.traits, plain.w.traits)
+    assert (a.w.traits >= 0).all() and (a.w.traits <= 1).all()
+    before = a.w.traits.copy()
+    a.reset(villages=np.array([2]))
+    changed = np.abs(a.w.traits - before).max(axis=(1, 2)) > 0
+    assert changed.tolist() == [b == 2 for b in range(8)]
+    # the observation carries the new personality
+    np.testing.assert_allclose(a.obs[2, :, :5], a.w.traits[2])
+    with pytest.raises(ValueError, match="trait_noise"):
+        VillageSim(village, 1, trait_noise=2.0)
+
+
+def test_alive_bonus_makes_death_a_loss(village):
+    sim = VillageSim(village, 1, seed=0, scenario="none")
+    sim.step(idle(sim))
+    bonus = Tuning().w_alive * Tuning().reward_scale
+    calm = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(w_alive=0.0))
+    calm.step(idle(calm))
+    np.testing.assert_allclose(sim.last_reward - calm.last_reward, bonus, atol=1e-6)
+    assert sim.last_reward.mean() > 0  # a quiet morning is worth living
+
+
+def test_attackers_charge_faster_than_walking(village):
+    sim = VillageSim(village, 1, seed=0, scenario="none")
+    player = sim._player_index()
+    sim.state.pos[0, player] = sim.state.pos[0, 0] + np.array([6.0, 0.0], np.float32)
+    sim.state.knows_threat[0, 0, player] = True  # salient: it gets a slot
+    sim.obs, sim.mask = sim.observer.observe()
+    slot = int(np.flatnonzero(sim.observer.slot_entity[0, 0] == player)[0])
+    actions = idle(sim)
+    actions[0, 0] = flat_action(Action.ATTACK, slot, sim.K)
+    start = sim.state.pos[0, 0].copy()
+    sim.step(actions)
+    moved = float(np.linalg.norm(sim.state.pos[0, 0] - start))
+    assert moved == pytest.approx(Tuning().charge_speed, rel=1e-4)
+
+
+def test_learning_that_the_killer_died_relieves_anger(village):
+    sim = VillageSim(village, 1, seed=0, scenario="none")
+    player = sim._player_index()
+    sim.state.anger[0, 1, player] = 1.0
+    sim.state.knows_threat[0, 1, player] = True
+    sim.state.health[0, player] = 0.01
+    sim.state.pos[0, player] = sim.state.pos[0, 1] + np.array([0.5, 0.0], np.float32)
+    sim.state.pos[0, 2] = sim.state.pos[0, player] + np.array([0.5, 0.0], np.float32)
+    sim.obs, sim.mask = sim.observer.observe()
+    slot = int(np.flatnonzero(sim.observer.slot_entity[0, 2] == player)[0])
+    actions = idle(sim)
+    actions[0, 2] = flat_action(Action.ATTACK, slot, sim.K)  # NPC 2 kills the player in front of NPC 1
+    sim.step(actions)
+    assert not sim.state.alive[0, player]
+    assert sim.state.knows_death[0, 1, player]
+    assert sim.state.anger[0, 1, player] < 1.0 - Tuning().justice_relief + 0.05
