@@ -69,6 +69,7 @@ class TrainConfig:
     ent_coef: float = 0.01
     max_grad_norm: float = 0.5
     hidden: int = 128
+    slot_head: bool = True  # entity head: targeted logits from (self, slot) pairs, shared across slots
     # --- Dr. MAS components (None = the algorithm's preset, see PRESETS)
     central_critic: bool | None = None
     value_norm: bool | None = None

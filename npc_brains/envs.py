@@ -255,3 +255,19 @@ def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | Non
         return ParallelFlatEnv(cfg.env, n, s)
     return VillageFlatEnv(cfg.worlds, n, s, slots=cfg.slots, max_ticks=cfg.max_ticks, scenario=cfg.scenario,
                           trait_noise=cfg.trait_noise)
+
+
+def slot_layout(env: Any) -> tuple[int, ...]:
+    """(offset, features per slot, slots, untargeted actions, targeted kinds) of a village env's observation
+    and action layout, for the entity head; () when the env has no slots (a wrapped PettingZoo env)."""
+    from engine.constants import TARGETED, UNTARGETED
+
+    names = list(getattr(env, "observation_layout", []))
+    if "slot0.present" not in names:
+        return ()
+    offset = names.index("slot0.present")
+    features = sum(1 for n in names if n.startswith("slot0."))
+    slots = len({n.split(".", 1)[0] for n in names if n.startswith("slot")})
+    if offset + slots * features != len(names) or env.n_actions != len(UNTARGETED) + len(TARGETED) * slots:
+        return ()
+    return (offset, features, slots, len(UNTARGETED), len(TARGETED))

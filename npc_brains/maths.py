@@ -88,6 +88,25 @@ def categorical_kl(p_logp: torch.Tensor, q_logp: torch.Tensor) -> torch.Tensor:
     return (p * (p_logp - q_logp)).where(p > 0, torch.zeros_like(p)).sum(-1)
 
 
+def kl_reference_terms(p_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a fixed reference policy p given by (masked) logits: (p, sum_a p log p), so that
+    KL(p || q) = sum_a p log p - sum_a p log q costs one product per evaluation (`kl_from_terms`).
+
+    p comes from softmax, not exp(log_softmax): exp of the masked entries (about -1e9) takes a slow path
+    in torch's CPU exp, many times slower than the whole softmax.
+    """
+    p = torch.softmax(p_logits, -1)
+    p_logp = torch.log_softmax(p_logits, -1)
+    return p, (p * p_logp).where(p > 0, torch.zeros_like(p)).sum(-1)
+
+
+def kl_from_terms(p: torch.Tensor, p_neg_entropy: torch.Tensor, q_logp: torch.Tensor) -> torch.Tensor:
+    """KL(p || q) from `kl_reference_terms(p_logits)` and q's log-probabilities; equals
+    `categorical_kl(log p, q_logp)` up to float rounding. Masked actions have p = 0 and contribute 0
+    (q_logp must be finite there, as `masked_logits` makes it: 0 * -1e9 = 0, where 0 * -inf would be nan)."""
+    return p_neg_entropy - (p * q_logp).sum(-1)
+
+
 def kl_matrix(logps: torch.Tensor) -> torch.Tensor:
     """logps (G, S, A): G agents' log-policies on the same S probe states -> (G, G) with
     M[i, j] = mean_s KL(pi_i(.|s) || pi_j(.|s))."""

@@ -76,6 +76,13 @@ class NumpyPolicy(_PolicyBase):
         contiguous = cond.size > 0 and np.array_equal(cond, np.arange(cond[0], cond[0] + cond.size))
         # a slice is a view (no copy); the village's traits and role are contiguous columns
         self._cond: slice | np.ndarray = slice(int(cond[0]), int(cond[-1]) + 1) if contiguous else cond
+        self._slot = None
+        if self.spec.slot_layout:
+            offset, feats, slots, untargeted, kinds = self.spec.slot_layout
+            self._slot = (slice(offset, offset + slots * feats), feats, slots, untargeted, kinds,
+                          _np(m["actor.slot_head.from_self.weight"]).T.copy(), _np(m["actor.slot_head.from_self.bias"]),
+                          _np(m["actor.slot_head.from_slot.weight"]).T.copy(), _np(m["actor.slot_head.from_slot.bias"]),
+                          _np(m["actor.slot_head.out.weight"]).T.copy(), _np(m["actor.slot_head.out.bias"]))
         if "actor.film.lin.weight" in m:
             self._wf, self._bf = _np(m["actor.film.lin.weight"]).T.copy(), _np(m["actor.film.lin.bias"])
         else:
@@ -95,7 +102,12 @@ class NumpyPolicy(_PolicyBase):
             with_values: bool = False) -> PolicyOutput:
         obs, mask = self._check(obs, mask)
         h = self._features(obs)
-        logits = np.where(mask, h @ self._wh + self._bh, MASKED_LOGIT)
+        raw = h @ self._wh + self._bh
+        if self._slot is not None:
+            cols, feats, slots, u, kinds, ws, bs, wk, bk, wo, bo = self._slot
+            z = np.tanh((obs[:, cols].reshape(-1, slots, feats) @ wk + bk) + (h @ ws + bs)[:, None, :])
+            raw[:, u:] += (z @ wo + bo).transpose(0, 2, 1).reshape(len(obs), kinds * slots)
+        logits = np.where(mask, raw, MASKED_LOGIT)
         if deterministic:
             actions = logits.argmax(1)
         else:

@@ -37,7 +37,7 @@ from npc_brains.checkpoint import (
     save_checkpoint,
 )
 from npc_brains.config import ConfigError, TrainConfig, config_from_dict
-from npc_brains.envs import agents_and_episode_len, make_flat_env
+from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
 from npc_brains.networks import Actor, Brain, NetSpec
 from npc_brains.stability import StabilityMonitor, Thresholds, cooperation_efficiency
@@ -204,7 +204,8 @@ class Trainer:
         self.rows_per_update = self.R * self.T
         self.total_updates = max(1, math.ceil(cfg.steps / self.rows_per_update))
         self.spec = NetSpec(env.obs_dim, env.n_actions, env.state_dim, tuple(env.cond_index), cfg.hidden,
-                            cfg.intent_dim, bool(cfg.film), bool(cfg.central_critic))
+                            cfg.intent_dim, bool(cfg.film), bool(cfg.central_critic),
+                            slot_layout(env) if cfg.slot_head else ())
         self.brain = Brain(self.spec, bool(cfg.value_norm)).to(self.device)
         params = [p for n, p in self.brain.named_parameters() if not n.startswith("teacher.")]
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
@@ -342,9 +343,17 @@ class Trainer:
         if cfg.sync_check and self.N > 1:
             stats.update(self.sync_check(batch))
 
-        state_rows = batch.state[:, self.row_village]  # (T, R, S)
+        # rows index the village states by "village-tick" (t * B + village): the centralised critic's state part
+        # is computed once per village-tick, never copied per row (see Critic.state_features)
+        obs_all = batch.obs.reshape(T * R, -1)
+        B = batch.state.shape[1]
+        row_vt = (torch.arange(T, device=dev)[:, None] * B + self.row_village[None, :]).reshape(-1)
+        state_vt = batch.state.reshape(T * B, -1)
         with torch.no_grad():
-            values = brain.value(batch.obs.reshape(T * R, -1), state_rows.reshape(T * R, -1)).reshape(T, R)
+            values = self._critic(obs_all, row_vt, state_vt)
+            if brain.value_norm is not None:
+                values = brain.value_norm.denormalize(values)
+            values = values.reshape(T, R)
             next_value = brain.value(batch.next_obs, batch.next_state[self.row_village])
         rewards = batch.rewards
         joint_steps = self.global_step // max(self.N, 1)
@@ -366,16 +375,16 @@ class Trainer:
 
         # flat training set: valid (living) rows only = death masking
         idx_valid = valid.nonzero().squeeze(1)
-        flat = {
-            "obs": batch.obs.reshape(T * R, -1)[idx_valid],
-            "mask": batch.mask.reshape(T * R, -1)[idx_valid],
-            "actions": batch.actions.reshape(-1)[idx_valid],
-            "logp": batch.logp.reshape(-1)[idx_valid],
-            "adv": adv_n[idx_valid],
-            "returns": returns.reshape(-1)[idx_valid],
-            "values": values.reshape(-1)[idx_valid],
-            "state": state_rows.reshape(T * R, -1)[idx_valid],
-            "agent": self.row_agent.repeat(T)[idx_valid],
+        flat = {  # index_select: several times faster than x[idx] on CPU
+            "obs": obs_all.index_select(0, idx_valid),
+            "vt": row_vt.index_select(0, idx_valid),
+            "mask": batch.mask.reshape(T * R, -1).index_select(0, idx_valid),
+            "actions": batch.actions.reshape(-1).index_select(0, idx_valid),
+            "logp": batch.logp.reshape(-1).index_select(0, idx_valid),
+            "adv": adv_n.index_select(0, idx_valid),
+            "returns": returns.reshape(-1).index_select(0, idx_valid),
+            "values": values.reshape(-1).index_select(0, idx_valid),
+            "agent": self.row_agent.repeat(T).index_select(0, idx_valid),
         }
         flat["group"] = (groups.repeat(T)[idx_valid] if cfg.adv_norm == "role" and groups is not None
                          else flat["agent"])
@@ -397,9 +406,10 @@ class Trainer:
                 flat["prox_logp"] = self._logp(flat)
                 if self.old is not None:
                     self.old["prox_logp"] = self._logp(self.old)
-        if cfg.constraint:  # the teacher is fixed during an update: its log-probabilities once, not per epoch
+        if cfg.constraint:  # the teacher is fixed during an update: its probabilities and entropy once
             with torch.no_grad():
-                flat["teacher_logp"] = torch.log_softmax(brain.teacher(flat["obs"], flat["mask"]), -1)
+                flat["teacher_p"], flat["teacher_negent"] = maths.kl_reference_terms(
+                    brain.teacher(flat["obs"], flat["mask"]))
 
         # contrastive pairs (anchor flat index in the (T, R) grid, positive index)
         pairs = self._contrastive_pairs(batch) if cfg.contrastive else None
@@ -452,6 +462,18 @@ class Trainer:
             self.old = {k: flat[k] for k in ("obs", "mask", "actions", "logp", "adv", "agent")}
         return stats
 
+    def _critic(self, obs: torch.Tensor, vt: torch.Tensor, state_vt: torch.Tensor) -> torch.Tensor:
+        """Critic output (normalised units when value normalisation is on) for rows `obs` whose village state
+        is state_vt[vt]; the same as brain.critic(obs, state_vt[vt]) up to float rounding."""
+        critic = self.brain.critic
+        if not critic.central:
+            return critic(obs, None)
+        if vt.numel() >= state_vt.shape[0]:  # (nearly) every village-tick occurs: its state part once
+            feats = critic.state_features(state_vt).index_select(0, vt)
+        else:
+            feats = critic.state_features(state_vt.index_select(0, vt))
+        return critic.from_state_features(obs, feats)
+
     def _logp(self, rows: dict[str, torch.Tensor], chunk: int = 65536) -> torch.Tensor:
         """Log-probability of the taken actions under the current actor (no grad), in chunks."""
         out = []
@@ -483,12 +505,15 @@ class Trainer:
                         update_policy: bool, n_old: int, pairs: torch.Tensor | None, batch: Batch
                         ) -> dict[str, torch.Tensor]:
         cfg, brain, dev = self.cfg, self.brain, self.device
-        obs, mask = flat["obs"][mb], flat["mask"][mb]
-        actions, old_logp, adv = flat["actions"][mb], flat["logp"][mb], flat["adv"][mb]
-        agent = flat["agent"][mb]
-        teacher_logp = flat["teacher_logp"][mb] if "teacher_logp" in flat else None
-        isw = is_weight[mb]
-        prox_logp = flat["prox_logp"][mb] if "prox_logp" in flat else None
+        def rows(t: torch.Tensor) -> torch.Tensor:
+            return t.index_select(0, mb)
+
+        obs, mask = rows(flat["obs"]), rows(flat["mask"])
+        actions, old_logp, adv = rows(flat["actions"]), rows(flat["logp"]), rows(flat["adv"])
+        agent = rows(flat["agent"])
+        teacher = (rows(flat["teacher_p"]), rows(flat["teacher_negent"])) if "teacher_p" in flat else None
+        isw = rows(is_weight)
+        prox_logp = rows(flat["prox_logp"]) if "prox_logp" in flat else None
         n_new = mb.numel()
         if n_old and self.old is not None:
             pick = torch.randint(self.old["obs"].shape[0], (n_old,), device=dev)
@@ -500,15 +525,15 @@ class Trainer:
             agent = torch.cat([agent, self.old["agent"][pick]])
             if prox_logp is not None:
                 prox_logp = torch.cat([prox_logp, self.old["prox_logp"][pick]])
-            if teacher_logp is not None:
+            if teacher is not None:
                 with torch.no_grad():
-                    old_teacher = torch.log_softmax(brain.teacher(obs[n_new:], mask[n_new:]), -1)
-                teacher_logp = torch.cat([teacher_logp, old_teacher])
+                    old_p, old_negent = maths.kl_reference_terms(brain.teacher(obs[n_new:], mask[n_new:]))
+                teacher = (torch.cat([teacher[0], old_p]), torch.cat([teacher[1], old_negent]))
             isw = torch.cat([isw, torch.ones(n_old, device=dev)])
         logits, h, adapted = brain.actor.logits_and_features(obs, mask)
         logp_all = torch.log_softmax(logits, -1)
         logp = logp_all.gather(1, actions[:, None]).squeeze(1)
-        probs = logp_all.exp()
+        probs = torch.softmax(logits, -1)  # not logp_all.exp(): exp of the masked entries is slow on CPU
         entropy = -(probs * logp_all).sum(-1)
         if prox_logp is not None:  # stale or replayed rows: clip around the proximal policy
             pg_rows, ratio = maths.decoupled_ppo_loss(logp, prox_logp, old_logp, adv, cfg.clip, cfg.ratio_cap)
@@ -522,9 +547,9 @@ class Trainer:
             out["clipfrac"] = ((ratio[:n_new] - 1).abs() > cfg.clip).float().mean()
 
         # value: new rows only (replayed rows carry stale targets)
-        ret = flat["returns"][mb]
-        v_old = flat["values"][mb]
-        v = brain.critic(obs[:n_new], flat["state"][mb])
+        ret = rows(flat["returns"])
+        v_old = rows(flat["values"])
+        v = self._critic(obs[:n_new], rows(flat["vt"]), batch.state.reshape(-1, batch.state.shape[-1]))
         if brain.value_norm is not None:
             target = brain.value_norm.normalize(ret)
             v_old_n = brain.value_norm.normalize(v_old)
@@ -543,8 +568,8 @@ class Trainer:
         out["policy_loss"] = pg_loss.detach()
         if update_policy:
             loss = loss + pg_loss - cfg.ent_coef * self.adjust.explore * entropy.mean()
-            if cfg.constraint and teacher_logp is not None:
-                kl = maths.categorical_kl(teacher_logp, logp_all)
+            if cfg.constraint and teacher is not None:
+                kl = maths.kl_from_terms(teacher[0], teacher[1], logp_all)
                 kl_loss = (kl * self.agent_weight[agent]).mean()
                 loss = loss + cfg.constraint * self.adjust.constraint * kl_loss
                 out["constraint_kl"] = kl.mean().detach()
@@ -552,7 +577,8 @@ class Trainer:
                 k = min(cfg.contrastive_samples, pairs.shape[0])
                 sel = pairs[torch.randint(pairs.shape[0], (k,), device=dev)]
                 flat_obs = batch.obs.reshape(-1, batch.obs.shape[-1])
-                z = brain.actor.encoder.project(brain.actor.encoder(flat_obs[sel.reshape(-1)])).reshape(k, 2, -1)
+                z = brain.actor.encoder.project(brain.actor.encoder(flat_obs.index_select(0, sel.reshape(-1))))
+                z = z.reshape(k, 2, -1)
                 nce = maths.info_nce(z[:, 0], z[:, 1], cfg.contrastive_temperature)
                 loss = loss + cfg.contrastive * nce
                 out["infonce"] = nce.detach()

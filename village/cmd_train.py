@@ -22,6 +22,7 @@ HELP = {
     "scenario": "training episodes: mixed (1-3 killings by the player, sometimes a rampage on whoever is "
                 "nearest), random_kill (one killing), world (the world file's events), none",
     "trait_noise": "per-episode Gaussian jitter of the NPCs' traits, so the policy meets many personalities",
+    "slot_head": "entity head: one small MLP scores every (NPC, slot) pair for the targeted actions",
     "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone)",
     "steps": "training budget in NPC-steps (rounded up to whole updates)",
     "envs": "villages stepped in parallel (0 = auto)",

@@ -167,3 +167,57 @@ def test_importing_the_package_does_not_import_torch():
             "assert 'torch' not in sys.modules, 'torch imported'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+def _loud_slot_head(run_dir, tmp_path):
+    """The trained checkpoint with a random, strong entity head (the trained one starts near zero)."""
+    ckpt = load_checkpoint(run_dir / "policy.pt")
+    assert ckpt["net"]["slot_layout"], "village policies have an entity head by default"
+    gen = torch.Generator().manual_seed(3)
+    for key in [k for k in ckpt["model"] if k.startswith("actor.slot_head.")]:
+        ckpt["model"][key] = torch.randn(ckpt["model"][key].shape, generator=gen)
+    path = tmp_path / "loud.pt"
+    save_checkpoint(path, ckpt)
+    return path
+
+
+def test_entity_head_numpy_and_torch_agree(trained, tmp_path):
+    _, run_dir = trained
+    path = _loud_slot_head(run_dir, tmp_path)
+    fast, ref = load_policy(path), load_policy(path, backend="torch")
+    rng = np.random.default_rng(2)
+    obs = rng.standard_normal((32, fast.obs_dim)).astype(np.float32)
+    mask = rng.random((32, fast.n_actions)) < 0.7
+    mask[:, 0] = True
+    a = fast.act(obs, mask, deterministic=True, with_probs=True)
+    b = ref.act(obs, mask, deterministic=True, with_probs=True)
+    assert a.probs.max(1).mean() > 0.3  # the head really shapes the distribution
+    assert np.array_equal(a.actions, b.actions)
+    assert np.allclose(a.probs, b.probs, atol=1e-5)
+
+
+def test_entity_head_is_shared_across_slots(trained, tmp_path):
+    """Swapping two slots' features swaps their targeted logits (and nothing else) when only the entity head
+    reads the slots."""
+    _, run_dir = trained
+    ckpt = load_checkpoint(_loud_slot_head(run_dir, tmp_path))
+    ckpt["model"]["actor.head.weight"].zero_()
+    ckpt["model"]["actor.head.bias"].zero_()
+    offset = ckpt["net"]["slot_layout"][0]
+    ckpt["model"]["actor.encoder.l1.weight"][:, offset:] = 0  # the trunk ignores the slots: only the head sees them
+    save_checkpoint(tmp_path / "shared.pt", ckpt)
+    policy = load_policy(tmp_path / "shared.pt")
+    offset, feats, slots, untargeted, kinds = ckpt["net"]["slot_layout"]
+    rng = np.random.default_rng(4)
+    obs = rng.standard_normal((8, policy.obs_dim)).astype(np.float32)
+    swapped = obs.copy()
+    s0, s1 = slice(offset, offset + feats), slice(offset + feats, offset + 2 * feats)
+    swapped[:, s0], swapped[:, s1] = obs[:, s1], obs[:, s0]
+    mask = np.ones((8, policy.n_actions), bool)
+    p = policy.act(obs, mask, with_probs=True).probs
+    q = policy.act(swapped, mask, with_probs=True).probs
+    targeted = p[:, untargeted:].reshape(8, kinds, slots)
+    targeted_q = q[:, untargeted:].reshape(8, kinds, slots)
+    assert np.allclose(targeted[:, :, 0], targeted_q[:, :, 1], atol=1e-6)
+    assert np.allclose(targeted[:, :, 1], targeted_q[:, :, 0], atol=1e-6)
+    assert np.allclose(p[:, :untargeted], q[:, :untargeted], atol=1e-6)
