@@ -152,12 +152,15 @@ class Tuning:
     grief_half_life: float = 288.0
     anger_half_life: float = 144.0
     grudge_half_life: float = 2880.0  # anger at a living, known culprit (persistent grudges)
-    fear_half_life: float = 12.0
+    fear_half_life: float = 12.0  # while the threat is in sight
+    fear_safe_half_life: float = 3.0  # once it is out of sight (or dead): safety brings relief
     joy_half_life: float = 24.0
     # coping relief per performing tick (multiplicative, personality-weighted)
     mourn_relief: float = 0.12
     comfort_relief: float = 0.10
     blow_anger_relief: float = 0.5
+    blow_fear_relief: float = 0.5  # landing a blow on a threat halves the fear of it
+    anger_fear_damping: float = 2.0  # sight fear / (1 + damping x aggression x anger at the threat)
     safe_distance_factor: float = 1.0  # safe = sight_radius * factor
     # reward weights (per tick; total scaled by reward_scale)
     reward_scale: float = 0.1

@@ -211,18 +211,22 @@ def threat_fear_and_decay(
     present: np.ndarray,  # (B, E)
     sight: np.ndarray,  # (B,)
     bravery: np.ndarray,  # (B, N)
+    aggression: np.ndarray,  # (B, N)
     knows_threat: np.ndarray,  # (B, N, E)
     fear: np.ndarray,  # (B, N, E) in/out
     anger: np.ndarray,  # (B, N, E) in/out
     sight_fear_gain: float,
+    anger_fear_damping: float,
     decay_fear: float,
+    decay_fear_safe: float,
     decay_anger: float,
     decay_grudge: float,
     cap: float,
     anger_sum: np.ndarray,  # (B, N) float32 out: total anger after decay (for the reward)
     fear_sum: np.ndarray,  # (B, N) float32 out
 ) -> None:
-    """A known threat in sight keeps fear up (proximity x timidity); then fear and anger decay.
+    """A known threat in sight keeps fear up (proximity x timidity, damped by anger at it); then fear and
+    anger decay. Fear of a threat out of sight (safe) decays with its own, shorter half-life.
 
     Anger at a living, known threat (a grudge) decays with its own, slower half-life."""
     B, N, E = fear.shape
@@ -236,18 +240,22 @@ def threat_fear_and_decay(
             px = pos[b, i, 0]
             py = pos[b, i, 1]
             timid = 1.0 - bravery[b, i]
+            damping = anger_fear_damping * aggression[b, i]
             for e in range(E):
                 live_threat = knows_threat[b, i, e] and alive[b, e] and present[b, e]
                 f = fear[b, i, e]
+                in_sight = False
                 if live_threat:
                     dx = pos[b, e, 0] - px
                     dy = pos[b, e, 1] - py
                     d = math.sqrt(dx * dx + dy * dy)
                     if d <= radius:
-                        near_fear = sight_fear_gain * timid * math.exp(-d / radius)
+                        in_sight = True
+                        # anger lowers perceived risk (Lerner & Keltner 2001): the angry approach, the afraid flee
+                        near_fear = sight_fear_gain * timid * math.exp(-d / radius) / (1.0 + damping * anger[b, i, e])
                         if near_fear > f:
                             f = near_fear
-                f = min(max(f * decay_fear, 0.0), cap)
+                f = min(max(f * (decay_fear if in_sight else decay_fear_safe), 0.0), cap)
                 fear[b, i, e] = f
                 fear_sum[b, i] += f
                 a = min(max(anger[b, i, e] * (decay_grudge if live_threat else decay_anger), 0.0), cap)

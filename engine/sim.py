@@ -150,6 +150,7 @@ class VillageSim:
         self._decay_grief = np.float32(_half_life_factor(t.grief_half_life))
         self._decay_joy = np.float32(_half_life_factor(t.joy_half_life))
         self._decay_fear = np.float32(_half_life_factor(t.fear_half_life))
+        self._decay_fear_safe = np.float32(_half_life_factor(t.fear_safe_half_life))
         self._decay_anger = np.float32(_half_life_factor(t.anger_half_life))
         self._decay_grudge = np.float32(_half_life_factor(t.grudge_half_life))
         self._base_traits = self.w.traits.copy()
@@ -460,6 +461,7 @@ class VillageSim:
             hits.append((bb, ii, tt, cause))
             self._accumulate_hits(damage, hitter, hitter_prio, bb, ii, tt, dmg)
             s.anger[bb, ii, tt] *= 1 - t.blow_anger_relief
+            s.fear[bb, ii, tt] *= 1 - t.blow_fear_relief  # it can be hurt: coping potential
         done_performing = perf & (s.perform_left <= 1)
         s.perform_left = s.perform_left - perf
         s.busy &= ~done_performing
@@ -524,8 +526,9 @@ class VillageSim:
             self._anger_sum = np.empty((B, N), np.float32)
             self._fear_sum = np.empty((B, N), np.float32)
             threat_fear_and_decay(
-                s.pos, s.alive, s.present, w.sight_radius, bravery, s.knows_threat, s.fear, s.anger,
-                t.sight_fear, self._decay_fear, self._decay_anger, self._decay_grudge, cap,
+                s.pos, s.alive, s.present, w.sight_radius, bravery, aggression, s.knows_threat, s.fear, s.anger,
+                t.sight_fear, t.anger_fear_damping, self._decay_fear, self._decay_fear_safe, self._decay_anger,
+                self._decay_grudge, cap,
                 self._anger_sum, self._fear_sum,
             )
         s.grief *= self._decay_grief

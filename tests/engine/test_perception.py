@@ -265,12 +265,36 @@ def test_emotions_decay_with_their_half_lives_when_nothing_happens():
     sim.step(idle(sim))
     assert s.grief[0, i] == pytest.approx(0.5 ** (1 / t.grief_half_life), rel=1e-4)
     assert s.joy[0, i] == pytest.approx(0.5 ** (1 / t.joy_half_life), rel=1e-4)
-    assert s.fear[0, i, raider] == pytest.approx(0.5 ** (1 / t.fear_half_life), rel=1e-4)
+    # the raider is out of sight (off the map): fear of it fades with the short "safe" half-life
+    assert s.fear[0, i, raider] == pytest.approx(0.5 ** (1 / t.fear_safe_half_life), rel=1e-4)
     assert s.anger[0, i, raider] == pytest.approx(0.5 ** (1 / t.anger_half_life), rel=1e-4)
     assert s.anger[0, i, player] == pytest.approx(0.5 ** (1 / t.grudge_half_life), rel=1e-4)
-    for _ in range(int(t.fear_half_life) - 1):
+    for _ in range(int(t.fear_safe_half_life) - 1):
         sim.step(idle(sim))
     assert s.fear[0, i, raider] == pytest.approx(0.5, rel=1e-3)
+
+
+def test_fear_of_a_threat_in_sight_fades_slowly_and_anger_damps_it():
+    sim = make_sim()
+    s, t = sim.state, sim.t
+    i, player = 0, ent(sim, "player")
+    s.knows_threat[0, i, player] = True
+    s.pos[0, player] = s.pos[0, i] + np.array([0.5 * sim.w.sight_radius[0], 0.0], np.float32)  # in sight
+    s.fear[0, i, player] = 2.0  # above the floor: it only decays
+    refresh(sim)
+    sim.step(idle(sim))
+    assert s.fear[0, i, player] == pytest.approx(2.0 * 0.5 ** (1 / t.fear_half_life), rel=1e-4)
+    # the floor near the threat, without and with anger at it
+    calm, angry = make_sim(), make_sim()
+    for sim_, anger in ((calm, 0.0), (angry, 1.5)):
+        st = sim_.state
+        st.knows_threat[0, i, player] = True
+        st.pos[0, player] = st.pos[0, i] + np.array([1.0, 0.0], np.float32)
+        st.anger[0, i, player] = anger
+        refresh(sim_)
+        sim_.step(idle(sim_))
+    assert calm.state.fear[0, i, player] > 0.1
+    assert angry.state.fear[0, i, player] < calm.state.fear[0, i, player]
 
 
 def test_grief_and_fear_fade_after_a_killing():
