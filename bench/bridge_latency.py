@@ -1,17 +1,31 @@
 """Bridge latency and throughput against its floor, all in one run.
 
-    python bench/bridge_latency.py [--policy scripted|random|default|PATH] [--json]
+    python bench/bridge_latency.py [--policy scripted|random|default|PATH] [--rounds N] [--json]
 
 Measures, side by side:
   1. a bare ZeroMQ + msgpack echo: a ROUTER in another process that decodes the request and answers a
      reply of the same shape as act's (the transport + codec floor), per batch size;
-  2. a bare policy forward (policy.act on the same batch, in this process);
+  2. a bare policy forward (policy.act on the same batch, in this process, with the BLAS threads the
+     bridge serves with: ServerConfig.blas_threads);
   3. the bridge's `act` for 1, 16 and 64 NPCs (`village serve` in another process, the Python client),
      p50 and p99, and the ratio of p50 to the floor (echo p50 + forward p50);
   4. throughput: 8 client processes each sending act(64) back to back for a few seconds; NPC decisions/s.
+For reference it also measures the echo server running the same policy forward before it answers
+("echo+fwd"): the least any ZeroMQ server with this forward can do here. On a small machine it is well
+above echo + forward, because a forward that runs after a wake-up in a server process is slower than the
+same forward in a hot loop, and the ratio to it shows the bridge's own overhead.
+
+Fairness: the three use the same policy and the same batch (zeros, all actions valid), each measurement
+warms up first (a tenth of its requests, not counted), and the echo and the bridge are both separate
+processes answered through the same kind of REQ socket. On a shared or small machine the figures move
+with whatever else runs, so the three latency measurements are repeated in `--rounds` rounds, each round
+measuring echo, forward and act of one size back to back (a ratio compares figures taken seconds apart),
+and every figure reported is the median over the rounds (the ratio: the median of the rounds' ratios).
+The output says so, with the load average before and after.
+
 With --json the last line is one JSON object:
-  {"floor_us", "act": {"1"|"16"|"64": {"p50_us", "p99_us", "ratio_to_floor", "floor_us"}},
-   "decisions_per_s_8_clients", "policy", ...}
+  {"floor_us", "act": {"1"|"16"|"64": {"p50_us", "p99_us", "ratio_to_floor", "floor_us", ...}},
+   "decisions_per_s_8_clients", "policy", "rounds", "loadavg_before", "loadavg_after", ...}
 `floor_us` at the top is the floor of act(16), the size the targets refer to.
 """
 
@@ -35,8 +49,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bridge import protocol as P  # noqa: E402
+from bridge.blas import set_blas_threads  # noqa: E402
 from bridge.client import BridgeClient  # noqa: E402
 from bridge.policies import PolicyLoadError, layout, load_policy  # noqa: E402
+from bridge.server import ServerConfig  # noqa: E402
+
+# the forwards measured here run with the BLAS threads the bridge serves with (bridge/blas.py)
+BLAS_THREADS = ServerConfig().blas_threads
 
 SIZES = (1, 16, 64)
 SLOTS = 4
@@ -47,11 +66,33 @@ def _percentiles(samples: list[float]) -> tuple[float, float]:
     return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
+def _timed(call, iters: int) -> tuple[float, float]:
+    """p50 and p99 (microseconds) of `iters` calls, after iters // 10 warm-up calls."""
+    warmup = iters // 10
+    samples = []
+    clock = time.perf_counter
+    for k in range(iters + warmup):
+        t0 = clock()
+        call()
+        if k >= warmup:
+            samples.append(clock() - t0)
+    return _percentiles(samples)
+
+
+def _batch(n: int, obs_dim: int, n_actions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The batch every measurement uses: n rows of zeros, every action valid."""
+    return np.zeros((n, obs_dim), np.float32), np.ones((n, n_actions), bool)
+
+
 # ---------------------------------------------------------------------------------------------- echo
 
 
-def _echo_server(endpoint_queue: mp.Queue, n_actions: int) -> None:
-    """A bare ROUTER: decode the body, answer {"v","id","ok","actions"} of the request's row count."""
+def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | None = None) -> None:
+    """A bare ROUTER: decode the body, answer {"v","id","ok","actions"} of the request's row count; with a
+    policy, its actions for the request's obs and mask (the echo plus the forward, nothing else)."""
+    policy = load_policy(policy_spec, slots=SLOTS) if policy_spec is not None else None
+    if BLAS_THREADS is not None:
+        set_blas_threads(BLAS_THREADS)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -63,63 +104,56 @@ def _echo_server(endpoint_queue: mp.Queue, n_actions: int) -> None:
         if msg.get("op") == "quit":
             sock.send_multipart([*frames[:-1], P.pack({"ok": True})])
             break
-        rows = msg["obs"]["shape"][0]
-        actions = np.zeros(rows, np.int32)
+        if policy is None:
+            actions = np.zeros(msg["obs"]["shape"][0], np.int32)
+        else:
+            obs, mask = P.decode_array(msg["obs"], "obs"), P.decode_array(msg["mask"], "mask")
+            actions = np.asarray(policy.act(obs, mask).actions, np.int32)
         reply = P.pack(P.ok_reply(msg["id"], actions=P.encode_array(actions), policy="echo"))
         sock.send_multipart([*frames[:-1], reply])
     sock.close(0)
     ctx.term()
 
 
-def measure_echo(obs_dim: int, n_actions: int, iters: int) -> dict[int, tuple[float, float]]:
-    ctx = mp.get_context("spawn")
-    q: mp.Queue = ctx.Queue()
-    proc = ctx.Process(target=_echo_server, args=(q, n_actions), daemon=True)
-    proc.start()
-    endpoint = q.get(timeout=60)
-    zctx = zmq.Context()
-    sock = zctx.socket(zmq.REQ)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(endpoint)
-    out = {}
-    rid = 0
-    for n in SIZES:
-        obs = np.zeros((n, obs_dim), np.float32)
-        mask = np.ones((n, n_actions), bool)
-        samples = []
-        for k in range(iters + iters // 10):
-            rid += 1
-            t0 = time.perf_counter()
-            sock.send(P.pack(P.request("act", rid, obs=obs, mask=mask)))
+class EchoClient:
+    """The echo server in another process and a REQ socket to it (as BridgeClient uses)."""
+
+    def __init__(self, n_actions: int, policy_spec: str | None = None):
+        ctx = mp.get_context("spawn")
+        q: mp.Queue = ctx.Queue()
+        self.proc = ctx.Process(target=_echo_server, args=(q, n_actions, policy_spec), daemon=True)
+        self.proc.start()
+        endpoint = q.get(timeout=60)
+        self.zctx = zmq.Context()
+        self.sock = self.zctx.socket(zmq.REQ)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+        self.rid = 0
+
+    def measure(self, obs: np.ndarray, mask: np.ndarray, iters: int) -> tuple[float, float]:
+        sock = self.sock
+
+        def call() -> None:
+            self.rid += 1
+            sock.send(P.pack(P.request("act", self.rid, obs=obs, mask=mask)))
             reply = P.unpack(sock.recv())
             P.decode_array(reply["actions"], "actions")
-            if k >= iters // 10:  # the first tenth warms up
-                samples.append(time.perf_counter() - t0)
-        out[n] = _percentiles(samples)
-    sock.send(P.pack({"op": "quit"}))
-    sock.recv()
-    sock.close(0)
-    zctx.term()
-    proc.join(10)
-    return out
+
+        return _timed(call, iters)
+
+    def close(self) -> None:
+        self.sock.send(P.pack({"op": "quit"}))
+        self.sock.recv()
+        self.sock.close(0)
+        self.zctx.term()
+        self.proc.join(10)
 
 
 # ---------------------------------------------------------------------------------------------- forward
 
 
-def measure_forward(policy, obs_dim: int, n_actions: int, iters: int) -> dict[int, tuple[float, float]]:
-    out = {}
-    for n in SIZES:
-        obs = np.zeros((n, obs_dim), np.float32)
-        mask = np.ones((n, n_actions), bool)
-        samples = []
-        for k in range(iters + iters // 10):
-            t0 = time.perf_counter()
-            policy.act(obs, mask)
-            if k >= iters // 10:
-                samples.append(time.perf_counter() - t0)
-        out[n] = _percentiles(samples)
-    return out
+def measure_forward(policy, obs: np.ndarray, mask: np.ndarray, iters: int) -> tuple[float, float]:
+    return _timed(lambda: policy.act(obs, mask), iters)
 
 
 # ---------------------------------------------------------------------------------------------- bridge
@@ -142,20 +176,35 @@ def start_bridge(policy: str) -> tuple[subprocess.Popen, str]:
     raise RuntimeError(f"the bridge did not start (exit {proc.wait()})")
 
 
-def measure_bridge(endpoint: str, obs_dim: int, n_actions: int, iters: int) -> dict[int, tuple[float, float]]:
-    out = {}
-    with BridgeClient(endpoint, timeout=10.0, retries=0) as client:
-        for n in SIZES:
-            obs = np.zeros((n, obs_dim), np.float32)
-            mask = np.ones((n, n_actions), bool)
-            samples = []
-            for k in range(iters + iters // 10):
-                t0 = time.perf_counter()
-                client.act(obs, mask)
-                if k >= iters // 10:
-                    samples.append(time.perf_counter() - t0)
-            out[n] = _percentiles(samples)
+def measure_bridge(client: BridgeClient, obs: np.ndarray, mask: np.ndarray, iters: int) -> tuple[float, float]:
+    return _timed(lambda: client.act(obs, mask), iters)
+
+
+def measure_latency(policy, spec: str, endpoint: str, obs_dim: int, n_actions: int, iters: int, rounds: int
+                    ) -> dict[str, dict[int, list[tuple[float, float]]]]:
+    """{"echo"|"forward"|"act"|"echo_forward": {n: [(p50, p99) per round]}}; each round measures all of
+    one size back to back, so a round's ratio compares figures taken seconds apart."""
+    out: dict[str, dict[int, list[tuple[float, float]]]] = {k: {n: [] for n in SIZES}
+                                                            for k in ("echo", "forward", "act", "echo_forward")}
+    echo = EchoClient(n_actions)
+    echo_forward = EchoClient(n_actions, spec)
+    try:
+        with BridgeClient(endpoint, timeout=10.0, retries=0) as client:
+            for _ in range(rounds):
+                for n in SIZES:
+                    obs, mask = _batch(n, obs_dim, n_actions)
+                    out["echo"][n].append(echo.measure(obs, mask, iters))
+                    out["forward"][n].append(measure_forward(policy, obs, mask, iters))
+                    out["act"][n].append(measure_bridge(client, obs, mask, iters))
+                    out["echo_forward"][n].append(echo_forward.measure(obs, mask, iters))
+    finally:
+        echo.close()
+        echo_forward.close()
     return out
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(values))
 
 
 def _load_client(endpoint: str, rows: int, obs_dim: int, n_actions: int, seconds: float, start_at: float,
@@ -197,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policy", default=None,
                         help="policy to serve (default: 'default' when a trained policy loads, else scripted)")
     parser.add_argument("--iters", type=int, default=2000, help="requests per measurement (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="latency rounds; figures are medians over them (default: %(default)s)")
     parser.add_argument("--seconds", type=float, default=4.0, help="throughput run length (default: %(default)s)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rows", type=int, default=64, help="NPCs per request in the throughput run")
@@ -215,38 +266,61 @@ def main(argv: list[str] | None = None) -> int:
             spec = "scripted"
     policy = load_policy(spec, slots=SLOTS)
     policy_name = str(getattr(policy, "name", spec))
-    print(f"policy: {policy_name} ({spec}); obs_dim {obs_dim}, n_actions {n_actions}; {os.cpu_count()} CPUs")
+    blas = set_blas_threads(BLAS_THREADS) if BLAS_THREADS is not None else None
+    blas_note = f"BLAS threads {BLAS_THREADS} (as the bridge serves)" if blas is not None else "BLAS threads as found"
+    if args.rounds < 1 or args.iters < 10:
+        parser.error("--rounds must be >= 1 and --iters >= 10")
+    print(f"policy: {policy_name} ({spec}); obs_dim {obs_dim}, n_actions {n_actions}; {os.cpu_count()} CPUs; "
+          f"{blas_note}")
+    load_before = [round(x, 2) for x in os.getloadavg()]
 
-    echo = measure_echo(obs_dim, n_actions, args.iters)
-    forward = measure_forward(policy, obs_dim, n_actions, args.iters)
     proc, endpoint = start_bridge(spec)
     try:
-        bridge = measure_bridge(endpoint, obs_dim, n_actions, args.iters)
+        lat = measure_latency(policy, spec, endpoint, obs_dim, n_actions, args.iters, args.rounds)
         throughput = measure_throughput(endpoint, obs_dim, n_actions, args.clients, args.rows, args.seconds)
         with BridgeClient(endpoint, timeout=10.0) as client:
             batches = client.stats()["batches"]
     finally:
         proc.terminate()
         proc.wait(10)
+    load_after = [round(x, 2) for x in os.getloadavg()]
 
-    print(f"{'NPCs':>5} {'echo p50':>9} {'fwd p50':>8} {'floor':>8} {'act p50':>8} {'act p99':>8} {'ratio':>6}"
-          "   (microseconds)")
+    print(f"median of {args.rounds} rounds of {args.iters} requests each (load average 1/5/15 min: before "
+          f"{load_before}, after {load_after}; on a shared machine these move with its other work)")
+    print(f"{'NPCs':>5} {'echo p50':>9} {'echo p99':>9} {'fwd p50':>8} {'floor':>8} {'act p50':>8} {'act p99':>8} "
+          f"{'ratio':>6} {'per round':>15} {'echo+fwd p50':>13} {'ratio':>6}   (microseconds)")
     act = {}
     for n in SIZES:
-        floor = echo[n][0] + forward[n][0]
-        p50, p99 = bridge[n]
-        act[str(n)] = {"p50_us": round(p50, 1), "p99_us": round(p99, 1), "ratio_to_floor": round(p50 / floor, 3),
-                       "floor_us": round(floor, 1), "echo_p50_us": round(echo[n][0], 1),
-                       "forward_p50_us": round(forward[n][0], 1)}
-        print(f"{n:>5} {echo[n][0]:>9.1f} {forward[n][0]:>8.1f} {floor:>8.1f} {p50:>8.1f} {p99:>8.1f} "
-              f"{p50 / floor:>6.2f}")
+        echo50 = _median([r[0] for r in lat["echo"][n]])
+        echo99 = _median([r[1] for r in lat["echo"][n]])
+        fwd50 = _median([r[0] for r in lat["forward"][n]])
+        p50 = _median([r[0] for r in lat["act"][n]])
+        p99 = _median([r[1] for r in lat["act"][n]])
+        rounds = zip(lat["act"][n], lat["echo"][n], lat["forward"][n], strict=True)
+        ratios = [a[0] / (e[0] + f[0]) for a, e, f in rounds]
+        ratio = _median(ratios)
+        floor = echo50 + fwd50
+        ef50 = _median([r[0] for r in lat["echo_forward"][n]])
+        ef_ratio = _median([a[0] / ef[0] for a, ef in zip(lat["act"][n], lat["echo_forward"][n], strict=True)])
+        act[str(n)] = {"p50_us": round(p50, 1), "p99_us": round(p99, 1), "ratio_to_floor": round(ratio, 3),
+                       "floor_us": round(floor, 1), "echo_p50_us": round(echo50, 1), "echo_p99_us": round(echo99, 1),
+                       "forward_p50_us": round(fwd50, 1), "echo_forward_p50_us": round(ef50, 1),
+                       "ratio_to_echo_forward": round(ef_ratio, 3),
+                       "ratio_per_round": [round(r, 3) for r in ratios],
+                       "p50_us_per_round": [round(r[0], 1) for r in lat["act"][n]],
+                       "p99_us_per_round": [round(r[1], 1) for r in lat["act"][n]]}
+        print(f"{n:>5} {echo50:>9.1f} {echo99:>9.1f} {fwd50:>8.1f} {floor:>8.1f} {p50:>8.1f} {p99:>8.1f} "
+              f"{ratio:>6.2f} {' '.join(f'{r:.2f}' for r in ratios):>15} {ef50:>13.1f} {ef_ratio:>6.2f}")
     print(f"throughput: {throughput:,.0f} NPC decisions/s with {args.clients} clients x act({args.rows}) "
           f"(server batches: {batches['requests_mean']} requests, {batches['rows_mean']} rows on average)")
     if args.json:
         print(json.dumps({
             "floor_us": act["16"]["floor_us"], "act": act, "decisions_per_s_8_clients": round(throughput),
             "policy": policy_name, "clients": args.clients, "rows_per_request": args.rows,
-            "batch_requests_mean": batches["requests_mean"], "cpus": os.cpu_count(),
+            "batch_requests_mean": batches["requests_mean"], "cpus": os.cpu_count(), "rounds": args.rounds,
+            "iters": args.iters, "statistic": "median over rounds",
+            "blas_threads": BLAS_THREADS if blas is not None else None, "loadavg_before": load_before,
+            "loadavg_after": load_after,
         }))
     return 0
 

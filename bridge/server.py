@@ -27,10 +27,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import msgpack
 import numpy as np
 import zmq
 
 from bridge import protocol as P
+from bridge.blas import set_blas_threads
 from bridge.policies import BASELINE_NAMES, PolicyLoadError, layout, load_policy, probe
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
@@ -42,6 +44,24 @@ log = logging.getLogger("bridge.server")
 HOUSEKEEPING_S = 1.0
 IDLE_POLL_MS = 50
 CREATE_REPLAY = 64
+
+# plain ints: pyzmq's enum flags cost a few microseconds of Python per use on the hot path
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NB = int(zmq.SNDMORE) | _NOBLOCK
+_RCVMORE = int(zmq.RCVMORE)
+_EVENTS = int(zmq.EVENTS)
+_POLLIN = int(zmq.POLLIN)
+_F32 = np.dtype("<f4")
+_I32 = np.dtype("<i4")
+_MASK_DTYPES = {"bool": np.dtype(bool), "uint8": np.dtype("u1")}
+_ACT_KEYS = frozenset(("v", "id", "op", *P.OPS["act"].fields))
+_isfinite, _all_true = np.isfinite, np.logical_and.reduce
+_packb = msgpack.Packer(use_bin_type=True).pack  # P.pack's encoding; only the server thread packs with it
+# the constant parts of act's reply {"v", "id", "ok": true, "actions": {"dtype", "shape": [R], "data"}, "policy"}
+_ACT_HEAD = b"\x85" + _packb("v") + _packb(P.PROTOCOL_VERSION) + _packb("id")
+_ACT_MID = (_packb("ok") + _packb(True) + _packb("actions") + b"\x83" + _packb("dtype") + _packb("int32")
+            + _packb("shape") + b"\x91")
+_DATA_KEY = _packb("data")
 
 
 class ConfigError(Exception):
@@ -63,6 +83,7 @@ class ServerConfig:
     curve_allow: Path | None = None  # directory of the allowed clients' public .key files
     insecure: bool = False  # allow a non-loopback bind without CurveZMQ
     policy_root: Path | None = None  # reload may load checkpoints under this directory only
+    blas_threads: int | None = 1  # numpy's OpenBLAS threads while serving (bridge/blas.py); None: leave as is
 
 
 def endpoint_is_local(endpoint: str) -> bool:
@@ -95,7 +116,8 @@ class _Item:
     """A request waiting in the batch."""
 
     envelope: list[bytes]
-    req: P.Request
+    op: str
+    rid: Any  # the request id
     t0: int  # perf_counter_ns at receipt
     obs: np.ndarray
     mask: np.ndarray
@@ -163,6 +185,9 @@ class BridgeServer:
         self._active_window = max(0.05, 20 * self._delay_s)
         self._reload: dict[str, Any] | None = None  # the reload in progress
         self._create_replies: OrderedDict[str, bytes] = OrderedDict()
+        self._act_tails: dict[str, bytes] = {}  # policy name -> the encoded end of act's reply
+        self._all_valid = np.ones((self.limits.max_rows, self.n_actions), bool)  # act's mask when none is sent
+        self._all_valid.flags.writeable = False
         self.started = time.time()
         self.requests: dict[str, int] = {}
         self.errors: dict[str, int] = {}
@@ -251,6 +276,9 @@ class BridgeServer:
         assert self.sock is not None, "call start() first"
         sock = self.sock
         timeout_ms = -2
+        blas_before = None
+        if self.config.blas_threads is not None:  # small forwards from one thread: no BLAS worker hand-offs
+            blas_before = set_blas_threads(self.config.blas_threads)
         try:
             while not self._stop.is_set():
                 if self._batch:
@@ -265,7 +293,7 @@ class BridgeServer:
                     sock.setsockopt(zmq.RCVTIMEO, wait_ms)
                     timeout_ms = wait_ms
                 try:
-                    frames = sock.recv_multipart()
+                    frames = self._recv(0)
                 except zmq.Again:
                     frames = None
                 if frames is not None:
@@ -279,6 +307,8 @@ class BridgeServer:
             if self._batch:
                 self._flush()
         finally:
+            if blas_before is not None:
+                set_blas_threads(blas_before)
             self.sock.close(0)
             self.sock = None
             self._close_ctx()
@@ -303,20 +333,31 @@ class BridgeServer:
         return str(getattr(self.policy, "name", type(self.policy).__name__))
 
     # ------------------------------------------------------------------------------------------ frames
+    def _recv(self, flags: int) -> list[bytes]:
+        """One multipart message (recv_multipart without pyzmq's per-call enum arithmetic)."""
+        sock = self.sock
+        frames = [sock.recv(flags)]
+        while sock.getsockopt(_RCVMORE):
+            frames.append(sock.recv(flags))
+        return frames
+
     def _drain(self) -> None:
         sock = self.sock
         for _ in range(1000):  # then let the loop flush and look after the rest
-            if not sock.get(zmq.EVENTS) & zmq.POLLIN:  # cheaper than a recv that raises Again
+            if not sock.getsockopt(_EVENTS) & _POLLIN:  # cheaper than a recv that raises Again
                 return
             try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
+                frames = self._recv(_NOBLOCK)
             except zmq.Again:
                 return
             self._handle(frames, time.perf_counter_ns())
 
     def _send(self, envelope: list[bytes], payload: bytes, op: str, t0: int) -> None:
+        send = self.sock.send
         try:
-            self.sock.send_multipart([*envelope, payload], zmq.NOBLOCK)
+            for frame in envelope:
+                send(frame, _SNDMORE_NB)
+            send(payload, _NOBLOCK)
         except zmq.ZMQError as exc:  # the peer's queue is full or it is gone: its loss, not ours
             log.warning("reply_dropped", extra={"op": op, "reason": str(exc)})
         self.latency.add(op, (time.perf_counter_ns() - t0) / 1e3)
@@ -335,20 +376,25 @@ class BridgeServer:
         return payload
 
     def _handle(self, frames: list[bytes], t0: int) -> None:
-        delimiter = next((k for k in range(1, len(frames)) if not frames[k]), None)
-        if delimiter is None:
-            self._error(frames[:1], None, "bad_envelope", "expected [empty delimiter, body] after the routing "
-                        "id: use a REQ socket, or a DEALER that sends an empty frame before the body", "?", t0)
-            return
-        envelope, bodies = frames[:delimiter + 1], frames[delimiter + 1:]
-        if len(bodies) != 1:
-            self._error(envelope, None, "bad_envelope", f"expected exactly one body frame after the delimiter, got "
-                        f"{len(bodies)}", "?", t0)
-            return
-        body = bodies[0]
+        if len(frames) == 3 and not frames[1]:  # [routing id, delimiter, body]: what REQ and DEALER clients send
+            envelope, body = frames[:2], frames[2]
+        else:
+            delimiter = next((k for k in range(1, len(frames)) if not frames[k]), None)
+            if delimiter is None:
+                self._error(frames[:1], None, "bad_envelope", "expected [empty delimiter, body] after the routing "
+                            "id: use a REQ socket, or a DEALER that sends an empty frame before the body", "?", t0)
+                return
+            envelope, bodies = frames[:delimiter + 1], frames[delimiter + 1:]
+            if len(bodies) != 1:
+                self._error(envelope, None, "bad_envelope", f"expected exactly one body frame after the delimiter, "
+                            f"got {len(bodies)}", "?", t0)
+                return
+            body = bodies[0]
         op, request_id = "?", None
         try:
             message = P.unpack(body, self.limits)
+            if type(message) is dict and message.get("op") == "act" and self._fast_act(message, envelope, t0):
+                return
             req = P.validate_request(message, self.limits)
             op, request_id = req.op, req.id
             self.requests[op] = self.requests.get(op, 0) + 1
@@ -486,6 +532,67 @@ class BridgeServer:
                     "reload", job["t0"])
 
     # ------------------------------------------------------------------------------------------ batching
+    def _fast_act(self, m: dict[str, Any], envelope: list[bytes], t0: int) -> bool:
+        """The usual well-formed `act`, checked and decoded inline, then queued; True when it was.
+
+        The same checks as validate_request + _op_act, without the generic schema walk, and the arrays are
+        read-only views of the received bytes (no copies). At the first thing it does not expect it returns
+        False having changed nothing, and the generic path validates the same message and names the error,
+        so replies, error codes and counters are exactly the generic path's."""
+        v, rid = m.get("v"), m.get("id")
+        if type(v) is not int or v != P.PROTOCOL_VERSION or not m.keys() <= _ACT_KEYS:
+            return False
+        if type(rid) is str:
+            if len(rid) > self.limits.max_id_len:
+                return False
+        elif type(rid) is not int or not -(2**63) <= rid < 2**63:
+            return False
+        det, with_probs = m.get("deterministic"), m.get("with_probs")
+        if det is None:
+            det = False
+        elif type(det) is not bool:
+            return False
+        if with_probs is None:
+            with_probs = False
+        elif type(with_probs) is not bool:
+            return False
+        a = m.get("obs")
+        if type(a) is not dict or len(a) != 3 or a.get("dtype") != "float32":
+            return False
+        shape, data = a.get("shape"), a.get("data")
+        if type(shape) is not list or len(shape) != 2 or type(data) is not bytes:
+            return False
+        rows, dim = shape
+        if (type(rows) is not int or type(dim) is not int or dim != self.obs_dim
+                or not 0 < rows <= self.limits.max_rows or len(data) != rows * dim * 4):
+            return False
+        obs = np.frombuffer(data, _F32).reshape(rows, dim)
+        if not _all_true(_isfinite(obs), None):  # NaN or infinity: the generic path names it
+            return False
+        a = m.get("mask")
+        if a is None:
+            mask = self._all_valid[:rows]
+        else:
+            if type(a) is not dict or len(a) != 3:
+                return False
+            dtype, shape, data = a.get("dtype"), a.get("shape"), a.get("data")
+            if dtype != "bool" and dtype != "uint8":
+                return False
+            if (type(shape) is not list or len(shape) != 2 or type(data) is not bytes
+                    or len(data) != rows * self.n_actions):
+                return False
+            r, n = shape
+            if type(r) is not int or type(n) is not int or r != rows or n != self.n_actions:
+                return False
+            mask = np.frombuffer(data, _MASK_DTYPES[dtype]).reshape(rows, n)
+            if dtype == "uint8":
+                mask = mask.astype(bool)
+            if b"\x00" in data and not mask.any(1).all():  # no zero byte: every action of every row is allowed
+                return False
+        self.requests["act"] = self.requests.get("act", 0) + 1
+        self._enqueue(_Item(envelope, "act", rid, t0, obs, mask, det, with_probs))
+        return True
+
     def _op_act(self, req: P.Request, envelope: list[bytes], body: bytes, t0: int) -> None:
         f = req.fields
         obs = P.decode_array(f["obs"], "obs", ("float32",), max_elements=self.limits.max_rows * self.obs_dim)
@@ -509,8 +616,8 @@ class BridgeServer:
                 raise P.ProtocolError("invalid_array", f"mask: row {empty} allows no action; allow at least "
                                       "action 0 (idle)")
         else:
-            mask = np.ones((rows, self.n_actions), bool)
-        self._enqueue(_Item(envelope, req, t0, obs, mask, bool(f.get("deterministic", False)),
+            mask = self._all_valid[:rows]
+        self._enqueue(_Item(envelope, req.op, req.id, t0, obs, mask, bool(f.get("deterministic", False)),
                             bool(f.get("with_probs", False))))
         return None
 
@@ -522,7 +629,8 @@ class BridgeServer:
             self._send(envelope, cached, req.op, t0)
             return None
         obs, mask = session.prepare(req.fields)
-        self._enqueue(_Item(envelope, req, t0, obs, mask, session.deterministic, session=session, cache_key=key))
+        self._enqueue(_Item(envelope, req.op, req.id, t0, obs, mask, session.deterministic, session=session,
+                            cache_key=key))
         return None
 
     def _enqueue(self, item: _Item) -> None:
@@ -572,17 +680,19 @@ class BridgeServer:
                     self._forward(items, group, det, results)
         for k, item in enumerate(items):
             out = results[k]
-            op, rid = item.req.op, item.req.id
+            op, rid = item.op, item.rid
             try:
                 if isinstance(out, Exception):
                     raise out
                 actions, probs = out
                 if item.session is None:
-                    result: dict[str, Any] = {"actions": P.encode_array(actions.astype(np.int32, copy=False)),
-                                              "policy": self.policy_name}
                     if item.with_probs and probs is not None:
-                        result["probs"] = P.encode_array(np.asarray(probs, np.float32))
-                    self._reply(item.envelope, rid, result, op, item.t0)
+                        result: dict[str, Any] = {"actions": P.encode_array(actions.astype(np.int32, copy=False)),
+                                                  "policy": self.policy_name,
+                                                  "probs": P.encode_array(np.asarray(probs, np.float32))}
+                        self._reply(item.envelope, rid, result, op, item.t0)
+                    else:
+                        self._send(item.envelope, self._act_payload(rid, actions), op, item.t0)
                 else:
                     result = item.session.finish(actions)
                     payload = P.pack(P.ok_reply(rid, **result))
@@ -614,7 +724,7 @@ class BridgeServer:
                     self._forward(items, [k], det, results)
                 return
             results[group[0]] = RuntimeError("the policy failed on this request")
-            log.exception("policy_error", extra={"id": items[group[0]].req.id})
+            log.exception("policy_error", extra={"id": items[group[0]].rid})
             return
         start = 0
         for k in group:
@@ -622,6 +732,19 @@ class BridgeServer:
             probs = out.probs[start:start + n] if out.probs is not None else None
             results[k] = (actions[start:start + n], probs)
             start += n
+
+    def _act_payload(self, rid: Any, actions: np.ndarray) -> bytes:
+        """P.pack(P.ok_reply(rid, actions=P.encode_array(actions as int32), policy=name)), byte for byte, from
+        pre-encoded parts: only the id, the row count and the data are encoded per reply."""
+        name = self.policy_name
+        tail = self._act_tails.get(name)
+        if tail is None:
+            if len(self._act_tails) > 16:  # reloads: keep it bounded
+                self._act_tails.clear()
+            tail = self._act_tails[name] = _packb("policy") + _packb(name)
+        a = actions.astype(_I32, copy=False)
+        return b"".join((_ACT_HEAD, _packb(rid), _ACT_MID, _packb(a.shape[0]), _DATA_KEY, _packb(a.tobytes()),
+                         tail))
 
     # ------------------------------------------------------------------------------------------ upkeep
     def _housekeeping(self, now: float) -> None:
