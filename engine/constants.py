@@ -142,7 +142,8 @@ class Tuning:
     anger_gain: float = 1.0
     fear_gain: float = 1.0
     hearsay_fear: float = 0.35
-    sight_fear: float = 1.5  # fear floor near a known threat in sight: sight_fear x timidity x proximity
+    sight_fear: float = 1.5  # fear floor near a known threat: sight_fear x timidity x proximity
+    fear_near: float = 0.75  # a threat within this fraction of the sight radius sustains fear (floor, slow fade)
     justice_relief: float = 0.8  # share of anger at a threat relieved on learning that it is dead
     gloat_gain: float = 0.8
     close_affinity: float = 0.3
@@ -160,7 +161,7 @@ class Tuning:
     comfort_relief: float = 0.10
     blow_anger_relief: float = 0.5
     blow_fear_relief: float = 0.5  # landing a blow on a threat halves the fear of it
-    anger_fear_damping: float = 2.0  # sight fear / (1 + damping x aggression x anger at the threat)
+    anger_fear_damping: float = 3.0  # sight fear / (1 + damping x aggression x anger at the threat)
     safe_distance_factor: float = 1.0  # safe = sight_radius * factor
     # reward weights (per tick; total scaled by reward_scale)
     reward_scale: float = 0.1

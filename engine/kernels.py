@@ -216,6 +216,7 @@ def threat_fear_and_decay(
     fear: np.ndarray,  # (B, N, E) in/out
     anger: np.ndarray,  # (B, N, E) in/out
     sight_fear_gain: float,
+    fear_near: float,
     anger_fear_damping: float,
     decay_fear: float,
     decay_fear_safe: float,
@@ -225,13 +226,15 @@ def threat_fear_and_decay(
     anger_sum: np.ndarray,  # (B, N) float32 out: total anger after decay (for the reward)
     fear_sum: np.ndarray,  # (B, N) float32 out
 ) -> None:
-    """A known threat in sight keeps fear up (proximity x timidity, damped by anger at it); then fear and
-    anger decay. Fear of a threat out of sight (safe) decays with its own, shorter half-life.
+    """A known threat near (within fear_near x the sight radius) keeps fear up (proximity x timidity, damped by
+    anger at it); then fear and anger decay. Fear of a threat farther away (safe) decays with its own, shorter
+    half-life, so getting away brings relief.
 
     Anger at a living, known threat (a grudge) decays with its own, slower half-life."""
     B, N, E = fear.shape
     for b in range(B):
         radius = sight[b]
+        near_radius = radius * fear_near
         for i in range(N):
             anger_sum[b, i] = 0.0
             fear_sum[b, i] = 0.0
@@ -249,7 +252,7 @@ def threat_fear_and_decay(
                     dx = pos[b, e, 0] - px
                     dy = pos[b, e, 1] - py
                     d = math.sqrt(dx * dx + dy * dy)
-                    if d <= radius:
+                    if d <= near_radius:
                         in_sight = True
                         # anger lowers perceived risk (Lerner & Keltner 2001): the angry approach, the afraid flee
                         near_fear = sight_fear_gain * timid * math.exp(-d / radius) / (1.0 + damping * anger[b, i, e])

@@ -527,7 +527,7 @@ class VillageSim:
             self._fear_sum = np.empty((B, N), np.float32)
             threat_fear_and_decay(
                 s.pos, s.alive, s.present, w.sight_radius, bravery, aggression, s.knows_threat, s.fear, s.anger,
-                t.sight_fear, t.anger_fear_damping, self._decay_fear, self._decay_fear_safe, self._decay_anger,
+                t.sight_fear, t.fear_near, t.anger_fear_damping, self._decay_fear, self._decay_fear_safe, self._decay_anger,
                 self._decay_grudge, cap,
                 self._anger_sum, self._fear_sum,
             )
@@ -699,6 +699,7 @@ class VillageSim:
             dist = np.sqrt(((s.pos[cb, ci] - s.pos[cb, kk]) ** 2).sum(-1))
             proximity = np.exp(-dist / w.sight_radius[cb])
             fear = t.fear_gain * (1 - bravery) * (1 + close) * np.where(near, proximity, t.hearsay_fear)
+            fear = fear / (1 + t.anger_fear_damping * aggression * s.anger[cb, ci, kk])  # anger lowers felt risk
             np.add.at(s.fear, (cb, ci, kk), not_self * fear)
             self._know_threat(cb[not_self], ci[not_self], kk[not_self])
 
