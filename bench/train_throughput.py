@@ -1,11 +1,13 @@
 """Training throughput: env alone, env + inference + update (NPC-steps/s), and one policy update with 16 agents.
 
-    python bench/train_throughput.py [--device cpu|cuda|auto] [--json] [--updates 6]
+    python bench/train_throughput.py [--device cpu|cuda|auto] [--json] [--updates 6] [--repeats 3]
 
 The training figure runs the real trainer (Dr. MAS, double buffering) for a few updates and measures the
 steady state (after the shaping phase and the first, warm-up updates). The update latency is one
 `Trainer.learn()` (sync check, GAE, every PPO epoch and minibatch) on a batch from a generated 16-NPC world.
-With --json the last line is {"device", "npc_steps_per_s", "update_ms_16_agents", ...}.
+With --json the last line is {"device", "npc_steps_per_s", "update_ms_16_agents", ...}. On a shared machine the
+figures move with the load: --repeats N runs the training measurement N times and reports the median (and every
+run), with the median time per update spent collecting (in the background thread) and learning.
 """
 
 from __future__ import annotations
@@ -57,7 +59,9 @@ def train_loop(device: str, updates: int, **overrides) -> tuple[float, dict]:
         span = rows[-1]["time_s"] - rows[warm - 1]["time_s"]
         sps = (rows[-1]["step"] - rows[warm - 1]["step"]) / span
         c = trainer.cfg
-        return sps, {"algo": c.algo, "threads": c.threads, "envs": c.envs, "rollout": c.rollout, "epochs": c.epochs,
+        return sps, {"collect_s": round(statistics.median(r["collect_s"] for r in rows[warm:]), 3),
+                     "update_s": round(statistics.median(r["update_s"] for r in rows[warm:]), 3),
+                     "algo": c.algo, "threads": c.threads, "envs": c.envs, "rollout": c.rollout, "epochs": c.epochs,
                      "minibatches": c.minibatches, "hidden": c.hidden, "double_buffer": c.double_buffer,
                      "rows_per_update": trainer.rows_per_update}
 
@@ -98,6 +102,7 @@ def main() -> int:
     parser.add_argument("--device", default="cpu", help="cpu | cuda | auto (default cpu)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     parser.add_argument("--updates", type=int, default=6, help="updates in the training measurement")
+    parser.add_argument("--repeats", type=int, default=1, help="training measurements (the median is reported)")
     parser.add_argument("--hidden", type=int, default=None, help="network width (default: the trainer's)")
     parser.add_argument("--epochs", type=int, default=None, help="PPO epochs (default: the trainer's)")
     parser.add_argument("--minibatches", type=int, default=None, help="minibatches (default: the trainer's)")
@@ -118,12 +123,17 @@ def main() -> int:
     device = str(pick_device(args.device))
     env_sps = env_only(64, 100)
     print(f"env only (64 villages x 12 NPCs, random valid actions): {env_sps:,.0f} NPC-steps/s")
-    sps, cfg = train_loop(device, max(args.updates, 3), **overrides)
-    print(f"training (env + inference + update) on {device}: {sps:,.0f} NPC-steps/s  {cfg}")
+    runs = [train_loop(device, max(args.updates, 3), **overrides) for _ in range(max(args.repeats, 1))]
+    all_sps = [r[0] for r in runs]
+    sps = statistics.median(all_sps)
+    cfg = dict(runs[all_sps.index(sorted(all_sps)[(len(all_sps) - 1) // 2])][1])
+    spread = f" (runs: {', '.join(f'{x:,.0f}' for x in all_sps)})" if len(runs) > 1 else ""
+    print(f"training (env + inference + update) on {device}: {sps:,.0f} NPC-steps/s{spread}  {cfg}")
     ms, ucfg = update_latency(device, 3, **overrides)
     print(f"one policy update, 16 agents on {device}: {ms:.0f} ms  {ucfg}")
     if args.json:
         print(json.dumps({"device": device, "npc_steps_per_s": round(sps), "update_ms_16_agents": round(ms, 1),
+                          "npc_steps_per_s_runs": [round(x) for x in all_sps],
                           "env_only_npc_steps_per_s": round(env_sps), "torch_threads": torch.get_num_threads(),
                           "train_config": cfg, "update_config": ucfg}))
     return 0

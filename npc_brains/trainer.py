@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -234,6 +235,8 @@ class Trainer:
         self.agent_weight = maths.constraint_weights(self.N, None, cfg.constraint_many_agents, 1.0).to(dev)
         self.agent_priority = torch.ones(self.N, device=dev)
         self.old: dict[str, torch.Tensor] | None = None  # previous batch, for the replay mix
+        self._critic_pool: ThreadPoolExecutor | None = None  # see _critic_worker
+        self._collecting: Future | None = None  # the double-buffered collection running during learn()
         env_seed = cfg.seed
         if resume_ckpt is not None:
             self._load_state(resume_ckpt)
@@ -438,9 +441,19 @@ class Trainer:
                 mb = order[start:start + mb_size]
                 if mb.numel() < 2:
                     continue
-                out = self._minibatch_loss(flat, mb, is_weight, update_policy, n_old, pairs, batch)
                 self.optimizer.zero_grad(set_to_none=True)
+                # the critic's loss reaches only the critic's parameters and the actor's loss only the actor's:
+                # two backward passes give the gradients of their sum, and the critic's can run on another core
+                obs_mb = flat["obs"].index_select(0, mb)
+                # (only once the double-buffered collector is done with its core: three busy threads on two
+                # cores, all wanting the GIL, are slower than two)
+                worker = self._critic_worker() if self._collecting is None or self._collecting.done() else None
+                critic_job = (worker.submit(self._critic_backward, flat, mb, obs_mb, is_weight, batch)
+                              if worker is not None else None)
+                out = self._minibatch_loss(flat, mb, obs_mb, is_weight, update_policy, n_old, pairs, batch)
                 out["loss"].backward()
+                out["value_loss"] = (critic_job.result() if critic_job is not None
+                                     else self._critic_backward(flat, mb, obs_mb, is_weight, batch))
                 # actor and critic clipped separately: a large value gradient must not shrink the policy's
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.clip_actor, cfg.max_grad_norm)
                 torch.nn.utils.clip_grad_norm_(self.clip_critic, cfg.max_grad_norm)
@@ -501,14 +514,46 @@ class Trainer:
             return None
         return torch.stack([anchor, positive], 1)
 
-    def _minibatch_loss(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, is_weight: torch.Tensor,
-                        update_policy: bool, n_old: int, pairs: torch.Tensor | None, batch: Batch
-                        ) -> dict[str, torch.Tensor]:
+    def _critic_worker(self) -> ThreadPoolExecutor | None:
+        """A second thread for the critic's half of each minibatch, on CPU when torch runs one intra-op thread
+        and there is a core for it (the double-buffered collector shares the cores: the OS balances the three)."""
+        if self._critic_pool is None and self.device.type == "cpu" and torch.get_num_threads() == 1 \
+                and (os.cpu_count() or 1) > 1:
+            self._critic_pool = ThreadPoolExecutor(1, thread_name_prefix="critic")
+        return self._critic_pool
+
+    def _value_target(self, ret: torch.Tensor) -> torch.Tensor:
+        return self.brain.value_norm.normalize(ret) if self.brain.value_norm is not None else ret
+
+    def _critic_backward(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, obs: torch.Tensor,
+                         is_weight: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Value loss of the minibatch's new rows (replayed rows carry stale targets); accumulates
+        vf_coef * its gradient into the critic's parameters and returns the loss (detached)."""
+        cfg, brain = self.cfg, self.brain
+        ret = flat["returns"].index_select(0, mb)
+        v_old = flat["values"].index_select(0, mb)
+        v = self._critic(obs, flat["vt"].index_select(0, mb), batch.state.reshape(-1, batch.state.shape[-1]))
+        target = self._value_target(ret)
+        if brain.value_norm is not None:
+            v_old_n = brain.value_norm.normalize(v_old)
+            # value clipping is in normalised units; on raw returns (~-28 here) it would freeze the critic
+            v_clipped = v_old_n + (v - v_old_n).clamp(-cfg.value_clip, cfg.value_clip)
+            v_err = torch.maximum((v - target) ** 2, (v_clipped - target) ** 2)
+        else:
+            v_err = (v - target) ** 2
+        v_loss = 0.5 * (v_err * is_weight.index_select(0, mb)).mean()
+        (cfg.vf_coef * v_loss).backward()
+        return v_loss.detach()
+
+    def _minibatch_loss(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, obs: torch.Tensor,
+                        is_weight: torch.Tensor, update_policy: bool, n_old: int, pairs: torch.Tensor | None,
+                        batch: Batch) -> dict[str, torch.Tensor]:
+        """The actor's loss on minibatch mb (obs = its rows of flat["obs"]); the critic's is _critic_backward."""
         cfg, brain, dev = self.cfg, self.brain, self.device
         def rows(t: torch.Tensor) -> torch.Tensor:
             return t.index_select(0, mb)
 
-        obs, mask = rows(flat["obs"]), rows(flat["mask"])
+        mask = rows(flat["mask"])
         actions, old_logp, adv = rows(flat["actions"]), rows(flat["logp"]), rows(flat["adv"])
         agent = rows(flat["agent"])
         teacher = (rows(flat["teacher_p"]), rows(flat["teacher_negent"])) if "teacher_p" in flat else None
@@ -546,24 +591,11 @@ class Trainer:
             out["approx_kl"] = ((log_ratio.exp() - 1) - log_ratio)[:n_new].mean()
             out["clipfrac"] = ((ratio[:n_new] - 1).abs() > cfg.clip).float().mean()
 
-        # value: new rows only (replayed rows carry stale targets)
-        ret = rows(flat["returns"])
-        v_old = rows(flat["values"])
-        v = self._critic(obs[:n_new], rows(flat["vt"]), batch.state.reshape(-1, batch.state.shape[-1]))
-        if brain.value_norm is not None:
-            target = brain.value_norm.normalize(ret)
-            v_old_n = brain.value_norm.normalize(v_old)
-            # value clipping is in normalised units; on raw returns (~-28 here) it would freeze the critic
-            v_clipped = v_old_n + (v - v_old_n).clamp(-cfg.value_clip, cfg.value_clip)
-            v_err = torch.maximum((v - target) ** 2, (v_clipped - target) ** 2)
-        else:
-            target = ret
-            v_err = (v - target) ** 2
-        v_loss = 0.5 * (v_err * isw[:n_new]).mean()
+        # the runtime's local value head (new rows only), on the detached actor features
+        target = self._value_target(rows(flat["returns"]))
         runtime_v = brain.actor.runtime_value(adapted[:n_new].detach()).squeeze(-1)
         rv_loss = 0.5 * ((runtime_v - target) ** 2).mean()
-        loss = cfg.vf_coef * (v_loss + rv_loss)
-        out["value_loss"] = v_loss.detach()
+        loss = cfg.vf_coef * rv_loss
         out["entropy"] = entropy.mean().detach()
         out["policy_loss"] = pg_loss.detach()
         if update_policy:
@@ -727,6 +759,7 @@ class Trainer:
                     self.collector.sync(self.brain.actor)
                     batch = self.collector.collect(store_probs())
                 t_collect = time.perf_counter() - t0
+                self._collecting = pending
                 stats = self.learn(batch)
                 self.update += 1
                 self.global_step += self.rows_per_update
