@@ -174,5 +174,5 @@ class Tuning:
     w_joy: float = 0.2
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
-    death_penalty: float = 5.0
+    death_penalty: float = 10.0
     w_alive: float = 1.0  # being alive is worth something: without it dying ends a stream of costs

@@ -42,7 +42,7 @@ MAX_KILLS = 3  # scheduled killings per village in the training scenarios
 # the "mixed" training curriculum: how many killings an episode has (1, 2 or 3) and how often the killer
 # goes on to hunt whoever is nearest (a rampage), so that standing near a killer is really dangerous
 MIXED_KILL_COUNT_P = (0.45, 0.35, 0.2)
-MIXED_RAMPAGE_P = 0.35
+MIXED_RAMPAGE_P = 0.5
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ class VillageSim:
             planned = np.arange(MAX_KILLS)[None, :] < kills[:, None]
             state.kill_tick[:] = np.where(planned, ticks, -1)
             state.kill_victim[:] = np.where(planned, victims, -1)
-            state.rampage[:] = self.rng.random(B) < MIXED_RAMPAGE_P
+            state.rampage[:] = (self.rng.random(B) < MIXED_RAMPAGE_P) * self.rng.integers(1, 3, B)  # 1-2 hunts
         return state
 
     def _jitter_traits(self, villages: np.ndarray) -> None:
@@ -491,10 +491,12 @@ class VillageSim:
             np.add.at(s.fear, (vb, vt, va), t.fear_gain * 0.5 * (1 - bravery[vb, vt]))
             np.add.at(s.anger, (vb, vt, va), t.anger_gain * 0.5 * aggression[vb, vt])
             self._know_threat(vb, vt, va)
-            # witnesses of an attack learn who is dangerous
+            # witnesses of an attack learn who is dangerous, unless the one attacked is a threat they know
+            # (striking a known killer is defence or justice, not a danger sign)
             attack_pos = s.pos[bb, aa]
             d_w = _length(s.pos[bb, :N] - attack_pos[:, None, :])
             seen = (d_w <= w.sight_radius[bb][:, None]) & awake[bb]
+            seen &= ~s.knows_threat[bb, :, tt]
             wb, wi = np.nonzero(seen)
             not_attacker = wi != aa[wb]
             self._know_threat(bb[wb][not_attacker], wi[not_attacker], aa[wb][not_attacker])
@@ -527,8 +529,8 @@ class VillageSim:
             self._fear_sum = np.empty((B, N), np.float32)
             threat_fear_and_decay(
                 s.pos, s.alive, s.present, w.sight_radius, bravery, aggression, s.knows_threat, s.fear, s.anger,
-                t.sight_fear, t.fear_near, t.anger_fear_damping, self._decay_fear, self._decay_fear_safe, self._decay_anger,
-                self._decay_grudge, cap,
+                t.sight_fear, t.fear_near, t.anger_fear_damping, self._decay_fear, self._decay_fear_safe,
+                self._decay_anger, self._decay_grudge, cap,
                 self._anger_sum, self._fear_sum,
             )
         s.grief *= self._decay_grief

@@ -7,6 +7,7 @@
                 │     values (current critic) -> shaping -> GAE -> value norm -> per-agent advantage norm
                 │     PPO epochs: clipped surrogate + value + entropy + KL-to-teacher + InfoNCE (+ replay rows)
                 │     gradient-conflict probe, teacher EMA
+                │     (on CPU the critic's half of each minibatch runs on a second thread once the collector is done)
                 ├─ StabilityMonitor.end_epoch() -> rollback to the last good state + adjustment
                 └─ metrics.jsonl, checkpoints (atomic), progress bar
 
@@ -134,7 +135,7 @@ class Collector:
                 alive_b[t] = torch.from_numpy(info["alive"]).to(dev)
                 state_b[t] = torch.from_numpy(np.asarray(info["state"], np.float32)).to(dev)
                 if probs_b is not None:
-                    probs_b[t] = logp_all.exp()
+                    probs_b[t] = torch.softmax(logits, -1)  # = exp(logp_all), without exp's slow masked entries
                 self.obs, reward, term, trunc, self.info = env.step(a.cpu().numpy())
                 rew_b[t] = torch.from_numpy(np.asarray(reward, np.float32)).to(dev)
                 done_b[t] = torch.from_numpy(np.asarray(term) | np.asarray(trunc)).to(dev)
@@ -795,6 +796,10 @@ class Trainer:
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)
             self.collector.stop.clear()
+            self._collecting = None
+            if self._critic_pool is not None:
+                self._critic_pool.shutdown(wait=True)
+                self._critic_pool = None
             bar.close()
             writer.close()
         seconds = time.perf_counter() - start

@@ -33,7 +33,7 @@ def test_mixed_schedules_one_to_three_distinct_killings(village):
         assert (np.diff(t) >= 6).all()  # later killings come hours apart
         v = victims[b, planned[b]]
         assert len(set(v.tolist())) == len(v)
-    assert 0.2 < sim.state.rampage.mean() < 0.5
+    assert 0.35 < (sim.state.rampage > 0).mean() < 0.65 and sim.state.rampage.max() == 2
 
 
 def test_mixed_killings_happen_and_rampages_kill_more(village):
@@ -46,8 +46,10 @@ def test_mixed_killings_happen_and_rampages_kill_more(village):
     calm = ~rampage
     # without a rampage, exactly the planned killings (idle villagers never fight)
     assert (deaths[calm] == planned[calm]).all()
-    # a rampaging killer hunts the nearest villager in sight once: at most one more death
-    assert (deaths[rampage] >= planned[rampage]).all() and (deaths[rampage] <= planned[rampage] + 1).all()
+    # a rampaging killer hunts the nearest villager in sight once or twice: at most two more deaths
+    extra = sim.state.rampage  # hunts left
+    assert (deaths[rampage] >= planned[rampage]).all() and (deaths[rampage] <= planned[rampage] + 2).all()
+    assert (extra >= 0).all()
     assert (deaths[rampage] > planned[rampage]).any()
 
 

@@ -1,0 +1,90 @@
+"""The trainer's faster formulations compute the same functions (and gradients) as the plain ones."""
+
+import torch
+
+from npc_brains import maths
+from npc_brains.config import TrainConfig
+from npc_brains.networks import Brain, Critic, FiLM, NetSpec
+from npc_brains.trainer import Trainer
+
+
+def _close(a, b, tol=1e-5):
+    return (a - b).abs().max().item() <= tol * max(1.0, b.abs().max().item())
+
+
+def test_kl_from_terms_equals_categorical_kl_with_masked_actions():
+    g = torch.Generator().manual_seed(0)
+    p_logits = maths.masked_logits(torch.randn(50, 7, generator=g), torch.rand(50, 7, generator=g) > 0.3)
+    mask = p_logits > maths.MASKED_LOGIT
+    q_logits = maths.masked_logits(torch.randn(50, 7, generator=g), mask).requires_grad_(True)
+    q_logp = torch.log_softmax(q_logits, -1)
+    ref = maths.categorical_kl(torch.log_softmax(p_logits, -1), q_logp)
+    p, neg_entropy = maths.kl_reference_terms(p_logits)
+    fast = maths.kl_from_terms(p, neg_entropy, q_logp)
+    assert torch.isfinite(fast).all() and _close(fast, ref)
+    g_ref, = torch.autograd.grad(ref.sum(), q_logits, retain_graph=True)
+    g_fast, = torch.autograd.grad(fast.sum(), q_logits)
+    assert _close(g_fast, g_ref)
+    assert float(p[~mask].abs().max()) == 0.0  # masked actions: probability exactly 0
+
+
+def test_film_is_h_times_one_plus_gamma_plus_beta():
+    film = FiLM(5, 16)
+    torch.nn.init.normal_(film.lin.weight)
+    torch.nn.init.normal_(film.lin.bias)
+    h = torch.randn(30, 16, requires_grad=True)
+    cond = torch.randn(30, 5)
+    gamma, beta = film.lin(cond).chunk(2, dim=-1)
+    ref = h * (1 + gamma) + beta
+    out = film(h, cond)
+    assert _close(out, ref)
+    params = [h, film.lin.weight, film.lin.bias]
+    for a, b in zip(torch.autograd.grad(out.square().sum(), params), torch.autograd.grad(ref.square().sum(), params),
+                    strict=True):
+        assert _close(a, b)
+
+
+def test_critic_split_first_layer_matches_the_concatenated_input():
+    critic = Critic(NetSpec(obs_dim=9, n_actions=3, state_dim=6, cond_index=(0,), hidden=16))
+    state = torch.randn(4, 6)  # four village-ticks
+    vt = torch.tensor([0, 0, 1, 3, 3, 3, 2])
+    obs = torch.randn(7, 9)
+    ref = critic(obs, state[vt])
+    fast = critic.from_state_features(obs, critic.state_features(state).index_select(0, vt))
+    assert _close(fast, ref)
+    params = list(critic.parameters())
+    for a, b in zip(torch.autograd.grad(fast.sum(), params), torch.autograd.grad(ref.sum(), params), strict=True):
+        assert _close(a, b)
+
+
+def test_trainer_critic_rows_match_brain_value(tmp_path):
+    for algo in ("drmas", "ippo"):
+        tr = Trainer(TrainConfig(algo=algo, steps=400, envs=2, rollout=8, device="cpu", run_dir=str(tmp_path)),
+                     tensorboard=False)
+        batch = tr.collector.collect(False)
+        T, R = batch.rewards.shape
+        B = batch.state.shape[1]
+        obs = batch.obs.reshape(T * R, -1)
+        vt = (torch.arange(T)[:, None] * B + tr.row_village[None, :]).reshape(-1)
+        state_vt = batch.state.reshape(T * B, -1)
+        ref = tr.brain.critic(obs, state_vt[vt] if tr.brain.critic.central else None)
+        with torch.no_grad():
+            assert _close(tr._critic(obs, vt, state_vt), ref)  # every village-tick at once
+            assert _close(tr._critic(obs[:5], vt[:5], state_vt)[:5], ref[:5])  # a few rows: per-row path
+        assert isinstance(tr.brain, Brain)
+
+
+def test_critic_on_a_second_thread_gives_the_same_update(tmp_path, monkeypatch):
+    def one_update(worker: bool):
+        torch.manual_seed(0)
+        tr = Trainer(TrainConfig(algo="drmas", steps=10_000, envs=2, rollout=8, device="cpu", seed=1,
+                                 run_dir=str(tmp_path), threads=1), tensorboard=False)
+        if not worker:
+            monkeypatch.setattr(tr, "_critic_worker", lambda: None)
+        stats = tr.learn(tr.collector.collect(False))
+        return stats, {k: v.clone() for k, v in tr.brain.state_dict().items()}
+
+    s1, p1 = one_update(True)
+    s2, p2 = one_update(False)
+    assert s1["value_loss"] == s2["value_loss"] and s1["policy_loss"] == s2["policy_loss"]
+    assert all(torch.equal(p1[k], p2[k]) for k in p1)
