@@ -175,4 +175,4 @@ class Tuning:
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0
-    w_alive: float = 1.0  # being alive is worth something: without it dying ends a stream of costs
+    w_alive: float = 3.0  # being alive is worth something, even in grief and anger: else dying ends a stream of costs

@@ -17,6 +17,7 @@ from numba import njit
 F_PRESENT = 0
 F_STATIC0 = 1  # 8 static features: is_npc, is_player, is_raider, affinity, kin, spouse, friend, rival
 N_STATIC = 8
+GRIEVANCE_ANGER = 0.05  # anger at an entity above which an NPC may attack it
 F_BELIEVED_ALIVE = 9
 F_DX = 10
 F_DY = 11
@@ -199,7 +200,10 @@ def observe(
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc
                 mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead
-                mask[b, i, a0 + T_ATTACK * K + k] = free and on_map and not known_dead
+                # ATTACK needs a grievance: a known threat, anger at it, or an old rivalry (no unprovoked assaults)
+                grievance = knows_threat[b, i, e] or anger[b, i, e] > GRIEVANCE_ANGER or static_feats[
+                    b, i, e, N_STATIC - 1] > 0.5
+                mask[b, i, a0 + T_ATTACK * K + k] = free and on_map and not known_dead and grievance
                 mask[b, i, a0 + T_FLEE * K + k] = free and on_map and knows_threat[b, i, e]
                 mask[b, i, a0 + T_WARN * K + k] = living_npc and any_threat
 

@@ -162,6 +162,7 @@ def _bren_attacks_the_player() -> tuple[VillageSim, int, int]:
     sim = VillageSim(VILLAGE, 1, seed=0, scenario="none")
     bren, player = VILLAGE.npc_index("Bren"), sim.entity_names[0].index("player")
     sim.state.pos[0, player] = sim.state.pos[0, bren] + (0.5, 0.0)
+    sim.state.anger[0, bren, player] = 0.5  # a grievance: ATTACK needs one
     sim.obs, sim.mask = sim.observer.observe()
     slot = int(np.flatnonzero(sim.observer.slot_entity[0, bren] == player)[0])
     actions = np.zeros((1, sim.N), np.int64)

@@ -100,7 +100,7 @@ def test_attackers_charge_faster_than_walking(village):
     sim = VillageSim(village, 1, seed=0, scenario="none")
     player = sim._player_index()
     sim.state.pos[0, player] = sim.state.pos[0, 0] + np.array([6.0, 0.0], np.float32)
-    sim.state.knows_threat[0, 0, player] = True  # salient: it gets a slot
+    sim.state.knows_threat[0, 0, player] = True  # salient (it gets a slot) and a grievance (it may be attacked)
     sim.obs, sim.mask = sim.observer.observe()
     slot = int(np.flatnonzero(sim.observer.slot_entity[0, 0] == player)[0])
     actions = idle(sim)
@@ -119,6 +119,7 @@ def test_learning_that_the_killer_died_relieves_anger(village):
     sim.state.health[0, player] = 0.01
     sim.state.pos[0, player] = sim.state.pos[0, 1] + np.array([0.5, 0.0], np.float32)
     sim.state.pos[0, 2] = sim.state.pos[0, player] + np.array([0.5, 0.0], np.float32)
+    sim.state.knows_threat[0, 2, player] = True  # NPC 2 knows the killer too: a grievance to attack
     sim.obs, sim.mask = sim.observer.observe()
     slot = int(np.flatnonzero(sim.observer.slot_entity[0, 2] == player)[0])
     actions = idle(sim)
@@ -127,3 +128,21 @@ def test_learning_that_the_killer_died_relieves_anger(village):
     assert not sim.state.alive[0, player]
     assert sim.state.knows_death[0, 1, player]
     assert sim.state.anger[0, 1, player] < 1.0 - Tuning().justice_relief + 0.05
+
+
+def test_attack_needs_a_grievance(village):
+    sim = VillageSim(village, 1, seed=0, scenario="none")
+    player = sim._player_index()
+    sim.state.pos[0, player] = sim.state.pos[0, 0] + np.array([1.0, 0.0], np.float32)
+
+    def may_attack() -> bool:
+        sim.obs, sim.mask = sim.observer.observe()
+        k = int(np.flatnonzero(sim.observer.slot_entity[0, 0] == player)[0])
+        return bool(sim.mask[0, 0, flat_action(Action.ATTACK, k, sim.K)])
+
+    assert not may_attack()  # an unknown, harmless stranger
+    sim.state.anger[0, 0, player] = 0.3
+    assert may_attack()
+    sim.state.anger[0, 0, player] = 0.0
+    sim.state.knows_threat[0, 0, player] = True
+    assert may_attack()
