@@ -22,7 +22,7 @@ def test_headless_run_writes_a_screenshot(tmp_path, capsys):
 def test_script_then_replay_from_the_command_line(tmp_path, capsys):
     script = tmp_path / "commands.toml"
     script.write_text('[[commands]]\ntick = 2\nop = "kill"\ntarget = "Jory"\n'
-                      '[[commands]]\ntick = 3\nop = "move"\nx = 10.0\ny = 12.5\n')
+                      '[[commands]]\ntick = 20\nop = "move"\nx = 10.0\ny = 12.5\n')
     session = tmp_path / "session.json"
     code = main(["play", "--headless", "--ticks", "25", "--policy", "random", "--seed", "4", "--scenario", "none",
                  "--script", str(script), "--record", str(session), "--size", "800x500"])
