@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.constants import Action  # noqa: E402
 from engine.sim import VillageSim, flat_action  # noqa: E402
+from npc_brains.evaluate import policy_slots  # noqa: E402
 from worlds.generate import generate_world  # noqa: E402
 
 TERMS = ("anger_cost", "fear_cost", "grief_cost", "needs_cost", "alive_ticks")
@@ -83,12 +84,6 @@ def run(policy, situation: str, world_seed: int, villages: int, seed: int, devia
     n = max(int(tracked.sum()), 1)
     return {"npcs": int(tracked.sum()), "return": ret / n, "deaths": int((tracked & ~sim.state.alive[:, :N]).sum()),
             **{k: float(v) / n for k, v in zip(TERMS, terms, strict=True)}}
-
-
-def policy_slots(policy) -> int:
-    from npc_brains.evaluate import policy_slots as slots
-
-    return slots(policy)
 
 
 def main(argv: list[str] | None = None) -> int:

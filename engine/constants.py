@@ -153,8 +153,8 @@ class Tuning:
     grief_half_life: float = 288.0
     anger_half_life: float = 144.0
     grudge_half_life: float = 2880.0  # anger at a living, known culprit (persistent grudges)
-    fear_half_life: float = 12.0  # while the threat is in sight
-    fear_safe_half_life: float = 3.0  # once it is out of sight (or dead): safety brings relief
+    fear_half_life: float = 12.0  # while the threat is near (within fear_near x sight radius)
+    fear_safe_half_life: float = 3.0  # once it is farther (or dead): safety brings relief
     joy_half_life: float = 24.0
     # coping relief per performing tick (multiplicative, personality-weighted)
     mourn_relief: float = 0.12

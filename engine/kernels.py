@@ -251,18 +251,18 @@ def threat_fear_and_decay(
             for e in range(E):
                 live_threat = knows_threat[b, i, e] and alive[b, e] and present[b, e]
                 f = fear[b, i, e]
-                in_sight = False
+                near = False
                 if live_threat:
                     dx = pos[b, e, 0] - px
                     dy = pos[b, e, 1] - py
                     d = math.sqrt(dx * dx + dy * dy)
                     if d <= near_radius:
-                        in_sight = True
+                        near = True
                         # anger lowers perceived risk (Lerner & Keltner 2001): the angry approach, the afraid flee
                         near_fear = sight_fear_gain * timid * math.exp(-d / radius) / (1.0 + damping * anger[b, i, e])
                         if near_fear > f:
                             f = near_fear
-                f = min(max(f * (decay_fear if in_sight else decay_fear_safe), 0.0), cap)
+                f = min(max(f * (decay_fear if near else decay_fear_safe), 0.0), cap)
                 fear[b, i, e] = f
                 fear_sum[b, i] += f
                 a = min(max(anger[b, i, e] * (decay_grudge if live_threat else decay_anger), 0.0), cap)

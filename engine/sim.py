@@ -875,9 +875,8 @@ class VillageSim:
             # raiders pick the nearest living villager
             raiding = live & (mode == ActorMode.RAID)
             if raiding.any():
-                d = _length(s.pos[:, :N] - pos[:, None])
-                d = np.where(s.alive[:, :N], d, np.inf)
-                s.actor_target[:, m] = np.where(raiding, np.argmin(d, 1), s.actor_target[:, m])
+                prey, _ = self._nearest_villager(np.arange(self.B), e)
+                s.actor_target[:, m] = np.where(raiding, prey, s.actor_target[:, m])
                 hurt = s.health[:, e] < t.raider_retreat_health * w.max_health[:, e]
                 mode = np.where(raiding & hurt, ActorMode.RETREAT, mode)
             tgt = np.maximum(s.actor_target[:, m], 0)
@@ -926,14 +925,19 @@ class VillageSim:
             mode = np.where(gone, ActorMode.OFF_MAP, mode)
             s.actor_mode[:, m] = mode
 
-    def _rampage(self, villages: np.ndarray, m: int, mode: np.ndarray) -> None:
-        """A killer on a rampage hunts the nearest living villager in sight instead of strolling away."""
-        s, w, N = self.state, self.w, self.N
-        e = N + m
+    def _nearest_villager(self, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
+        """For entity e in each of `villages`: the nearest living NPC and its distance (inf if none)."""
+        s, N = self.state, self.N
         d = _length(s.pos[villages, :N] - s.pos[villages, e][:, None])
         d = np.where(s.alive[villages, :N], d, np.inf)
         prey = np.argmin(d, 1)
-        seen = d[np.arange(len(villages)), prey] <= w.sight_radius[villages]
+        return prey, d[np.arange(len(villages)), prey]
+
+    def _rampage(self, villages: np.ndarray, m: int, mode: np.ndarray) -> None:
+        """A killer on a rampage hunts the nearest living villager in sight instead of strolling away."""
+        s = self.state
+        prey, dist = self._nearest_villager(villages, self.N + m)
+        seen = dist <= self.w.sight_radius[villages]
         vb = villages[seen]
         mode[vb] = ActorMode.HUNT
         s.actor_target[vb, m] = prey[seen]
