@@ -67,6 +67,7 @@ class TrainConfig:
     value_clip: float = 0.2
     vf_coef: float = 0.5
     ent_coef: float = 0.01
+    ent_final_frac: float = 1.0  # cosine decay of the entropy bonus to ent_coef * this (1 = constant)
     max_grad_norm: float = 0.5
     hidden: int = 128
     slot_head: bool = True  # entity head: targeted logits from (self, slot) pairs, shared across slots
@@ -152,7 +153,7 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("lr", "contrastive_temperature", "rollback_explore"):
         value = getattr(cfg, name)
         _check(isinstance(value, (int, float)) and value > 0, name, "a number > 0", value)
-    for name in ("gamma", "gae_lambda", "lr_final_frac", "teacher_tau"):
+    for name in ("gamma", "gae_lambda", "lr_final_frac", "ent_final_frac", "teacher_tau"):
         value = getattr(cfg, name)
         _check(isinstance(value, (int, float)) and 0 <= value <= 1, name, "a number in [0, 1]", value)
     for name in ("clip", "value_clip", "vf_coef", "ent_coef", "max_grad_norm", "shaping_scale",

@@ -226,6 +226,7 @@ class Trainer:
         self.update = 0
         self.global_step = 0
         self.adjust = Adjust()
+        self.ent_coef = cfg.ent_coef  # this update's entropy bonus (cosine schedule, see learn())
         self.monitor = StabilityMonitor(Thresholds(cfg.oscillation_max, cfg.cooperation_min, cfg.conflict_min,
                                                    cfg.drawdown_max, cfg.monitor_window, cfg.monitor_warmup,
                                                    cfg.bad_epochs, tuple(cfg.rollback_on)))
@@ -429,6 +430,8 @@ class Trainer:
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         stats["lr"] = lr
+        self.ent_coef = maths.cosine_lr(self.update, self.total_updates, cfg.ent_coef, cfg.ent_final_frac)
+        stats["ent_coef"] = self.ent_coef
         mb_size = max(1, math.ceil(n / cfg.minibatches))
         n_old = 0
         if self.old is not None and cfg.replay_old_frac > 0:
@@ -600,7 +603,7 @@ class Trainer:
         out["entropy"] = entropy.mean().detach()
         out["policy_loss"] = pg_loss.detach()
         if update_policy:
-            loss = loss + pg_loss - cfg.ent_coef * self.adjust.explore * entropy.mean()
+            loss = loss + pg_loss - self.ent_coef * self.adjust.explore * entropy.mean()
             if cfg.constraint and teacher is not None:
                 kl = maths.kl_from_terms(teacher[0], teacher[1], logp_all)
                 kl_loss = (kl * self.agent_weight[agent]).mean()

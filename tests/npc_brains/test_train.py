@@ -129,6 +129,14 @@ def test_metrics_are_valid_json_lines(tmp_path):
         assert "step" in row and "episode_return_mean" in row
 
 
+def test_entropy_bonus_follows_its_cosine_schedule(tmp_path):
+    Trainer(_small(tmp_path, env=TINY, envs=2, rollout=8, steps=8 * 2 * 2 * 5, ent_coef=0.02,
+                   ent_final_frac=0.1)).train()
+    coefs = [r["ent_coef"] for r in read_metrics(tmp_path / "metrics.jsonl")]
+    assert coefs[0] == pytest.approx(0.02) and coefs[-1] == pytest.approx(0.002)
+    assert all(a > b for a, b in zip(coefs, coefs[1:], strict=False))
+
+
 @pytest.mark.slow
 def test_drmas_learns_on_village_v1(tmp_path):
     """2M NPC-steps (about two minutes on 2 cores). The first epochs score about -26 per NPC-episode (a
