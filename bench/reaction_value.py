@@ -11,7 +11,10 @@ Situations:
 - revenge: an aggressive (>= 0.6) NPC that knows the player killed someone it cares about (anger at the player
   > 0.3), the player alive; the forced action is ATTACK on the player;
 - flee: a timid (bravery <= 0.4) NPC that knows the player is a threat, fears it (> 0.2) and is within sight of
-  it; the forced action is FLEE from the player.
+  it; the forced action is FLEE from the player;
+- mourn: an NPC grieving (> 0.3) a dead NPC it knows of, kin or liked (affinity >= 0.5); the forced action is
+  MOURN at that body;
+- work: a calm NPC by day (no grief, anger or fear) with diligence >= 0.5; the forced action is WORK.
 
 The return is split into the reward's terms (anger, fear, grief, needs, health costs; alive time) so a negative
 value can be traced to its cause. Runs the `mixed` training scenario on generated worlds.
@@ -44,6 +47,12 @@ def _eligible(sim: VillageSim, situation: str) -> np.ndarray:
     if situation == "revenge":
         knows = (s.known_culprit[:, :, :N] == player).any(-1)
         return free & knows & (traits[..., 1] >= 0.6) & (s.anger[:, :, player] > 0.3)
+    if situation == "mourn":
+        return free & (s.grief > 0.3)
+    if situation == "work":
+        calm = (s.grief < 0.05) & (s.anger.sum(-1) < 0.05) & (s.fear.sum(-1) < 0.05)
+        day = (s.tick % 144 >= 42) & (s.tick % 144 < 108)  # 07:00 to 18:00
+        return free & calm & day[:, None] & (traits[..., 4] >= 0.5)
     d = np.linalg.norm(s.pos[:, :N] - s.pos[:, player][:, None], axis=-1)
     return (free & (traits[..., 0] <= 0.4) & s.knows_threat[:, :, player] & (s.fear[:, :, player] > 0.2)
             & (d < sim.w.sight_radius[:, None]))
@@ -53,17 +62,28 @@ def run(policy, situation: str, world_seed: int, villages: int, seed: int, devia
     sim = VillageSim(generate_world(12, world_seed), villages, seed=seed, scenario="mixed", slots=policy_slots(policy))
     B, N, K = sim.B, sim.N, sim.K
     player = sim._player_index()
-    kind = Action.ATTACK if situation == "revenge" else Action.FLEE
+    kind = {"revenge": Action.ATTACK, "flee": Action.FLEE, "mourn": Action.MOURN, "work": Action.WORK}[situation]
     tracked = np.zeros((B, N), bool)
     ret = 0.0
     terms = np.zeros(len(TERMS))
     for _ in range(sim.max_ticks):
         acts = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1)).actions.reshape(B, N)
         for b, i in zip(*np.nonzero(_eligible(sim, situation) & ~tracked), strict=True):
-            slots = np.flatnonzero(sim.observer.slot_entity[b, i] == player)
-            if not len(slots):
-                continue
-            a = flat_action(kind, int(slots[0]), K)
+            if situation == "work":
+                a = flat_action(kind, 0, K)
+            else:
+                target = player if situation in ("revenge", "flee") else -1
+                if situation == "mourn":  # the dead NPC it knows of and cares about most
+                    st = sim.state
+                    liking = st.affinity[b, i, :N]
+                    dead = ~st.alive[b, :N] & st.knows_death[b, i, :N] & ((liking >= 0.5) | sim.w.kin[b, i])
+                    if not dead.any():
+                        continue
+                    target = int(np.flatnonzero(dead)[np.argmax(liking[dead])])
+                slots = np.flatnonzero(sim.observer.slot_entity[b, i] == target)
+                if not len(slots):
+                    continue
+                a = flat_action(kind, int(slots[0]), K)
             if sim.mask[b, i, a]:
                 tracked[b, i] = True
                 if deviate:
@@ -92,13 +112,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worlds", default="1,2", help="comma-separated generator seeds of 12-NPC worlds")
     parser.add_argument("--villages", type=int, default=256)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--situations", default="revenge,flee,mourn,work",
+                        help="comma-separated: revenge, flee, mourn, work (default: %(default)s)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     args = parser.parse_args(argv)
     from npc_brains import load_policy
 
     policy = load_policy(args.policy)
     out: dict = {}
-    for situation in ("revenge", "flee"):
+    for situation in args.situations.split(","):
         rows = []
         for ws in (int(w) for w in args.worlds.split(",")):
             base = run(policy, situation, ws, args.villages, args.seed, deviate=False)
