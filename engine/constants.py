@@ -157,7 +157,7 @@ class Tuning:
     fear_safe_half_life: float = 3.0  # once it is farther (or dead): safety brings relief
     joy_half_life: float = 24.0
     # coping relief per performing tick (multiplicative, personality-weighted)
-    mourn_relief: float = 0.12
+    mourn_relief: float = 0.2
     comfort_relief: float = 0.10
     blow_anger_relief: float = 0.5
     blow_fear_relief: float = 0.5  # landing a blow on a threat halves the fear of it
@@ -169,10 +169,12 @@ class Tuning:
     w_energy: float = 0.5
     w_social: float = 0.5
     w_health: float = 1.0
-    w_work: float = 1.0
+    w_work: float = 2.0
+    w_leisure: float = 1.0  # per tick of idling or wandering, times (1 - diligence)
     w_welfare: float = 0.2
     w_joy: float = 0.2
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0
+    attack_needs_grievance: bool = True  # ATTACK is masked unless the NPC knows a threat, is angry at it, or is a rival
     w_alive: float = 3.0  # being alive is worth something, even in grief and anger: else dying ends a stream of costs

@@ -70,6 +70,7 @@ def observe(
     can_eat: np.ndarray,  # (B,) bool
     sleep_energy: float,  # by day an NPC can only sleep when its energy is below this
     reach: float,
+    grievance_anger: float,  # ATTACK needs anger above this at the target (or a known threat, a rival); < 0: no rule
     slot_offset: int,
     obs: np.ndarray,  # (B, N, D) float32 out
     slot_entity: np.ndarray,  # (B, N, K) int64 out
@@ -201,7 +202,7 @@ def observe(
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc
                 mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead
                 # ATTACK needs a grievance: a known threat, anger at it, or an old rivalry (no unprovoked assaults)
-                grievance = knows_threat[b, i, e] or anger[b, i, e] > GRIEVANCE_ANGER or static_feats[
+                grievance = knows_threat[b, i, e] or anger[b, i, e] > grievance_anger or static_feats[
                     b, i, e, N_STATIC - 1] > 0.5
                 mask[b, i, a0 + T_ATTACK * K + k] = free and on_map and not known_dead and grievance
                 mask[b, i, a0 + T_FLEE * K + k] = free and on_map and knows_threat[b, i, e]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from engine.constants import N_KINDS, TICKS_PER_DAY, UNTARGETED, Action, EntityKind
-from engine.kernels import N_SLOT_FEATURES
+from engine.kernels import GRIEVANCE_ANGER, N_SLOT_FEATURES
 from engine.kernels import observe as observe_kernel
 from engine.state import FRIEND, RIVAL, SPOUSE
 from worlds import ROLES
@@ -138,7 +138,8 @@ class Observer:
             s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, 1e-6), s.grief, w.sight_radius,
             s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
             self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
-            s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.reach, len(SELF_FEATURES),
+            s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.reach,
+            GRIEVANCE_ANGER if t.attack_needs_grievance else -1.0, len(SELF_FEATURES),
             obs, self.slot_entity, mask,
         )
         return obs, mask

@@ -42,7 +42,7 @@ MAX_KILLS = 3  # scheduled killings per village in the training scenarios
 # the "mixed" training curriculum: how many killings an episode has (1, 2 or 3) and how often the killer
 # goes on to hunt whoever is nearest (a rampage), so that standing near a killer is really dangerous
 MIXED_KILL_COUNT_P = (0.45, 0.35, 0.2)
-MIXED_RAMPAGE_P = 0.5
+MIXED_RAMPAGE_P = 0.25
 
 
 @dataclass(frozen=True)
@@ -717,7 +717,10 @@ class VillageSim:
             fear = np.minimum(self._fear_sum, t.fear_sum_cap)
             emotions = emotions + (0.5 + aggression) * anger + (1.5 - bravery) * fear
         health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
-        gains = t.w_alive + t.w_work * diligence * working + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
+        # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides
+        loafing = (s.activity == Action.IDLE) | (s.activity == Action.WANDER)
+        gains = (t.w_alive + t.w_work * diligence * working + t.w_leisure * (1 - diligence) * loafing
+                 + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy)
         reward = (gains - needs - emotions - health) * t.reward_scale
         reward = np.where(s.alive[:, :N], reward, 0.0)
         reward = reward - self.died * t.death_penalty * t.reward_scale
@@ -913,17 +916,28 @@ class VillageSim:
             leave = lingering & (s.actor_timer[:, m] <= 0)
             if leave.any():
                 bb = np.flatnonzero(leave)
-                pick = self.rng.integers(0, w.hangout_pos.shape[1], len(bb))
-                s.actor_dest[bb, m] = w.hangout_pos[bb, pick]
+                s.actor_dest[bb, m] = self._hangout_away_from(bb, s.pos[bb, e])
                 mode[bb] = ActorMode.STROLL
-                if w.entity_kind[e] == EntityKind.PLAYER and (s.rampage[bb] > 0).any():
-                    self._rampage(bb[s.rampage[bb] > 0], m, mode)
             arrived = live & _mode_in(mode, ActorMode.STROLL, ActorMode.MOVE) & reached
+            # a killer on a rampage leaves the scene and strikes again where it arrives (not at the body, so that
+            # mourning there is not a death trap)
+            rampaging = arrived & (mode == ActorMode.STROLL) & (s.rampage > 0)
             mode = np.where(arrived, ActorMode.IDLE, mode)
+            if w.entity_kind[e] == EntityKind.PLAYER and rampaging.any():
+                self._rampage(np.flatnonzero(rampaging), m, mode)
             gone = live & (mode == ActorMode.RETREAT) & reached
             s.present[:, e] &= ~gone
             mode = np.where(gone, ActorMode.OFF_MAP, mode)
             s.actor_mode[:, m] = mode
+
+    def _hangout_away_from(self, villages: np.ndarray, scene: np.ndarray) -> np.ndarray:
+        """(len(villages), 2): a public place out of sight of `scene` (chosen at random among those; the farthest
+        if none is): a killer leaves the scene of the crime rather than strolling back to the body."""
+        places = self.w.hangout_pos[villages]  # (V, H, 2)
+        dist = _length(places - scene[:, None, :])
+        away = dist > self.w.sight_radius[villages][:, None]
+        score = np.where(away, self.rng.random(dist.shape), -1.0) + np.where(away, 0.0, dist * 1e-6)
+        return places[np.arange(len(villages)), np.argmax(score, 1)]
 
     def _nearest_villager(self, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
         """For entity e in each of `villages`: the nearest living NPC and its distance (inf if none)."""
@@ -934,7 +948,8 @@ class VillageSim:
         return prey, d[np.arange(len(villages)), prey]
 
     def _rampage(self, villages: np.ndarray, m: int, mode: np.ndarray) -> None:
-        """A killer on a rampage hunts the nearest living villager in sight instead of strolling away."""
+        """A killer on a rampage, arrived at a public place, hunts the nearest living villager in sight; with
+        nobody in sight it roams on to another public place."""
         s = self.state
         prey, dist = self._nearest_villager(villages, self.N + m)
         seen = dist <= self.w.sight_radius[villages]
@@ -942,6 +957,11 @@ class VillageSim:
         mode[vb] = ActorMode.HUNT
         s.actor_target[vb, m] = prey[seen]
         s.rampage[vb] -= 1
+        roam = villages[~seen & np.isfinite(dist)]
+        if len(roam):
+            pick = self.rng.integers(0, self.w.hangout_pos.shape[1], len(roam))
+            s.actor_dest[roam, m] = self.w.hangout_pos[roam, pick]
+            mode[roam] = ActorMode.STROLL
 
     # ------------------------------------------------------------------ episode bookkeeping
     @property

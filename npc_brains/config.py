@@ -8,7 +8,7 @@ and `--algo drmas --no-shaping` are both one flag away.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class TrainConfig:
     slots: int = 4
     trait_noise: float = 0.2  # per-episode Gaussian jitter of every NPC's traits (domain randomisation)
     max_ticks: int = 144
+    # engine Tuning fields to override for training (docs/engine.md), e.g. {"w_alive": 1.0}: lever ablations
+    tuning: dict[str, float | int | bool] = field(default_factory=dict)
     # --- run
     algo: str = "drmas"
     steps: int = 200_000  # NPC-steps (rows of the flat vector env), rounded up to whole updates
@@ -128,8 +130,32 @@ class TrainConfig:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            out[f.name] = list(value) if isinstance(value, tuple) else value
+            out[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
         return out
+
+
+def engine_tuning(overrides: dict[str, Any]) -> Any:
+    """The engine's `Tuning` with `overrides` applied; ConfigError names a bad key or value."""
+    from engine.constants import Tuning
+
+    known = {f.name: f for f in fields(Tuning)}
+    clean: dict[str, Any] = {}
+    for key, value in overrides.items():
+        name = str(key).replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"tuning: unknown engine field {key!r} (see docs/engine.md for the Tuning fields)")
+        default = getattr(Tuning(), name)
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            value = float(value) if ok else value
+        if not ok:
+            raise ConfigError(f"tuning.{name}: expected a {type(default).__name__}, got {value!r}")
+        clean[name] = value
+    return dataclasses.replace(Tuning(), **clean)
 
 
 def _check(cond: bool, name: str, expected: str, value: Any) -> None:
@@ -141,6 +167,8 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.algo in ALGOS, "algo", f"one of {', '.join(ALGOS)}", cfg.algo)
     _check(isinstance(cfg.trait_noise, (int, float)) and 0 <= cfg.trait_noise <= 1, "trait_noise",
            "a number in [0, 1]", cfg.trait_noise)
+    _check(isinstance(cfg.tuning, dict), "tuning", "a table of engine Tuning fields", cfg.tuning)
+    engine_tuning(cfg.tuning)
     _check(cfg.scenario in SCENARIOS, "scenario", f"one of {', '.join(SCENARIOS)}", cfg.scenario)
     _check(cfg.device in DEVICES or cfg.device.startswith("cuda:"), "device", "auto, cpu, cuda or cuda:N",
            cfg.device)

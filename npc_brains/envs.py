@@ -30,7 +30,7 @@ class VillageFlatEnv:
     """engine.make_vec_env plus the metadata the trainer needs."""
 
     def __init__(self, worlds: list[str], num_envs: int, seed: int | None, *, slots: int = 4, max_ticks: int = 144,
-                 scenario: str = "mixed", trait_noise: float = 0.0):
+                 scenario: str = "mixed", trait_noise: float = 0.0, tuning: Any = None):
         from engine import make_vec_env
         from engine.observe import ROLE_SLICE, TRAIT_SLICE
         from engine.vec_env import resolve_world
@@ -41,7 +41,7 @@ class VillageFlatEnv:
             detail = ", ".join(f"{w}: {len(s.npcs)} NPCs" for w, s in zip(worlds, specs, strict=True))
             raise ConfigError(f"world: a pool needs worlds of the same size, got {detail}")
         self.vec = make_vec_env(specs if len(specs) > 1 else specs[0], num_envs=num_envs, seed=seed, slots=slots,
-                                max_ticks=max_ticks, scenario=scenario, trait_noise=trait_noise)
+                                max_ticks=max_ticks, scenario=scenario, trait_noise=trait_noise, tuning=tuning)
         v = self.vec
         self.num_envs, self.num_agents, self.num_rows = v.num_envs, v.num_agents, v.num_rows
         self.obs_dim, self.n_actions, self.state_dim = v.obs_dim, v.n_actions, v.state_dim
@@ -253,8 +253,10 @@ def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | Non
     s = cfg.seed if seed is None else seed
     if cfg.env is not None:
         return ParallelFlatEnv(cfg.env, n, s)
+    from npc_brains.config import engine_tuning
+
     return VillageFlatEnv(cfg.worlds, n, s, slots=cfg.slots, max_ticks=cfg.max_ticks, scenario=cfg.scenario,
-                          trait_noise=cfg.trait_noise)
+                          trait_noise=cfg.trait_noise, tuning=engine_tuning(cfg.tuning) if cfg.tuning else None)
 
 
 def slot_layout(env: Any) -> tuple[int, ...]:

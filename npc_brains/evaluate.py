@@ -79,6 +79,17 @@ def policy_slots(policy: Any) -> int:
     return int(getattr(policy, "slots", None) or 4)
 
 
+def policy_tuning(policy: Any) -> Any:
+    """The engine tuning a trained policy was trained under (its `--tuning` overrides), None for the defaults:
+    a policy trained without a lever is evaluated in the world it learned."""
+    overrides = (getattr(policy, "config", None) or {}).get("tuning") or {}
+    if not overrides:
+        return None
+    from npc_brains.config import engine_tuning
+
+    return engine_tuning(overrides)
+
+
 def fresh_policy(net: dict[str, Any], env: dict[str, Any], *, config: dict[str, Any] | None = None, seed: int = 0,
                  name: str = "random_init") -> Any:
     """An untrained actor of the architecture described by `net` (a NetSpec dict), as a numpy policy."""
@@ -130,6 +141,7 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
                     notes: list[str] | None = None) -> dict[str, Any]:
     """Metrics of one policy over the suite: overall, on held-out worlds, per scenario and per world."""
     slots = policy_slots(policy)
+    tuning = policy_tuning(policy)
     overall, held = Stats(), Stats()
     by_scenario: dict[str, Stats] = {}
     by_world: dict[str, Stats] = {}
@@ -143,7 +155,7 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
             try:
                 trace = run_scenario(policy, scenario, world, villages=spec.villages,
                                      seed=spec.seed + 1009 * si + 7 * wi, slots=slots, max_ticks=spec.max_ticks,
-                                     deterministic=spec.deterministic, probe_rows=spec.probe_rows)
+                                     deterministic=spec.deterministic, probe_rows=spec.probe_rows, tuning=tuning)
             except ScenarioError as exc:
                 if notes is not None:
                     notes.append(f"skipped {scenario.id} on {label}: {exc}")

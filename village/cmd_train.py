@@ -84,13 +84,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         else:
             shown = ",".join(default) if isinstance(default, tuple) else default
         help_text = f"{help_text} (default: {shown})" if help_text else f"default: {shown}"
-        if kind is bool:
+        if f.name == "tuning":
+            group.add_argument(flag, dest=f.name, action="append", default=None, metavar="FIELD=VALUE",
+                               help="override an engine Tuning field for training (docs/engine.md), e.g. "
+                                    "--tuning w_alive=1.0; repeatable (TOML: a [tuning] table)")
+        elif kind is bool:
             group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         elif f.name == "rollback_on":
             group.add_argument(flag, dest=f.name, default=None, metavar="LIST", help=help_text)
         else:
             group.add_argument(flag, dest=f.name, type=kind, default=None, metavar=f.name.split("_")[-1].upper(),
                                help=help_text)
+
+
+def _tuning_flags(items: list[str]) -> dict[str, Any]:
+    """`--tuning FIELD=VALUE` flags as a mapping; values are TOML literals (1.0, 3, true)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--tuning: expected FIELD=VALUE, got {item!r}")
+        try:
+            out[name.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise UserError(f"--tuning {name.strip()}: expected a number or true/false, got {text!r}") from None
+    return out
 
 
 def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
@@ -101,6 +124,8 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     layered: dict[str, Any] = {}
     if args.config:
         layered.update(load_toml_config(args.config))
+    if "tuning" in flags:
+        layered["tuning"] = {**layered.get("tuning", {}), **_tuning_flags(flags.pop("tuning"))}
     layered.update(flags)
     resume: Path | None = None
     if args.resume is not None:

@@ -103,6 +103,20 @@ def test_cuda_without_a_gpu_is_a_user_error(tmp_path, village):
     assert out.returncode == 2 and "no CUDA device" in out.stderr
 
 
+def test_tuning_flags_and_table_merge(tmp_path, village):
+    cfg = tmp_path / "train.toml"
+    cfg.write_text('steps = 100\nenvs = 1\nrollout = 8\n[tuning]\nw_alive = 1.0\nfear_near = 0.5\n')
+    out = village("--config", str(cfg), "--tuning", "w_alive=2", "--tuning", "attack_needs_grievance=false",
+                  "--run-dir", str(tmp_path / "r"), "--no-progress")
+    assert out.returncode == 0, out.stderr
+    stored = load_checkpoint(tmp_path / "r" / "checkpoints" / "last.pt")["config"]["tuning"]
+    assert stored == {"w_alive": 2, "fear_near": 0.5, "attack_needs_grievance": False}
+    bad = village("--tuning", "w_alive", "--run-dir", str(tmp_path / "b"), "--no-progress")
+    assert bad.returncode == 2 and "--tuning: expected FIELD=VALUE" in bad.stderr and "Traceback" not in bad.stderr
+    bad = village("--tuning", "no_such=1", "--run-dir", str(tmp_path / "b"), "--no-progress")
+    assert bad.returncode == 2 and "unknown engine field 'no_such'" in bad.stderr
+
+
 def test_bad_toml_key(tmp_path, village):
     cfg = tmp_path / "bad.toml"
     cfg.write_text("learning_rate = 0.1\n")

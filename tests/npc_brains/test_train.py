@@ -122,6 +122,29 @@ def test_config_errors_name_the_field():
         dataclasses.replace(TrainConfig(), steps=0)
 
 
+def test_engine_tuning_overrides_are_checked_and_reach_the_engine(tmp_path):
+    with pytest.raises(ConfigError, match="tuning: unknown engine field 'w_alvie'"):
+        TrainConfig(tuning={"w_alvie": 1.0})
+    with pytest.raises(ConfigError, match="tuning.attack_needs_grievance: expected a bool"):
+        TrainConfig(tuning={"attack_needs_grievance": 0.5})
+    with pytest.raises(ConfigError, match="tuning.w_alive: expected a float"):
+        TrainConfig(tuning={"w_alive": "high"})
+    cfg = _small(tmp_path, tuning={"w_alive": 0.0, "attack_needs_grievance": False})
+    from npc_brains.envs import make_flat_env
+
+    env = make_flat_env(cfg, num_envs=1)
+    t = env.vec.sim.t
+    assert t.w_alive == 0.0 and t.attack_needs_grievance is False and t.death_penalty == 10.0
+    trainer = Trainer(cfg)
+    trainer.train()
+    from npc_brains import load_policy
+    from npc_brains.evaluate import policy_tuning
+
+    policy = load_policy(str(tmp_path / "policy.pt"))
+    assert policy.config["tuning"] == {"w_alive": 0.0, "attack_needs_grievance": False}
+    assert policy_tuning(policy).w_alive == 0.0  # evaluated in the world it was trained in
+
+
 def test_metrics_are_valid_json_lines(tmp_path):
     Trainer(_small(tmp_path, env=TINY, envs=2, rollout=8, steps=300)).train()
     for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
