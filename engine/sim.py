@@ -347,6 +347,11 @@ class VillageSim:
         self._news: list[tuple[np.ndarray, ...]] = []
         self._learned = np.zeros((B, N), bool)  # learned anything (news or a new threat): interrupts
         npc_alive = s.alive[:, :N].copy()
+        # relief reward (t.w_relief > 0): the emotion cost's decreases are counted where they happen
+        relief_on = t.w_relief > 0
+        if relief_on:
+            cost_start = self._emotion_cost()
+            relieved = np.zeros((B, N), np.float32)
         damage = np.zeros((B, E), np.float32)
         hitter = np.full((B, E), -1, np.int64)
         hitter_prio = np.full((B, E), -1.0)
@@ -466,6 +471,10 @@ class VillageSim:
         s.perform_left = s.perform_left - perf
         s.busy &= ~done_performing
 
+        if relief_on:  # coping: mourning, comforting, blows
+            cost_coped = self._emotion_cost()
+            relieved += np.maximum(cost_start - cost_coped, 0.0)
+
         # 5. non-NPC actors
         self._step_actors(damage, hitter, hitter_prio, hits)
 
@@ -518,7 +527,12 @@ class VillageSim:
         self._spread_news(talking_first, warning_first, awake)
 
         # 9. appraisal of what was learned this tick
+        if relief_on:
+            cost_before_news = self._emotion_cost()
         self._appraise()
+        if relief_on:  # news brings grief, anger and fear (not counted) and justice (counted)
+            cost_appraised = self._emotion_cost()
+            relieved += np.maximum(cost_before_news - cost_appraised, 0.0)
         cap = t.emotion_cap
         # anger and fear only ever arise toward known threats: skip the (B, N, E) work until there is one.
         # A known threat in sight keeps fear up (proximity x timidity); grudges against a living, known
@@ -547,6 +561,9 @@ class VillageSim:
 
         # 11. rewards
         self.last_reward = self._reward(working, npc_alive)
+        if relief_on:  # fading: grief's slow decay, fear's fast fade once safe, grudges' end
+            relieved += np.maximum(cost_appraised - self._emotion_cost(), 0.0)
+            self.last_reward += (t.w_relief * t.reward_scale * relieved * npc_alive * s.alive[:, :N]).astype(np.float32)
 
         # 12. interruptions: news, an attack or a threat coming into sight frees a busy NPC to re-decide
         s.busy &= ~((self._learned | attacked) & (s.activity != Action.FLEE))
@@ -705,6 +722,14 @@ class VillageSim:
             np.add.at(s.fear, (cb, ci, kk), not_self * fear)
             self._know_threat(cb[not_self], ci[not_self], kk[not_self])
 
+    def _emotion_cost(self) -> np.ndarray:
+        """(B, N) the personality-weighted cost of the negative emotions now (the reward's emotion terms)."""
+        s, t = self.state, self.t
+        bravery, aggression, empathy = (self.w.traits[..., k] for k in range(3))
+        anger = np.minimum(s.anger.sum(-1), t.anger_sum_cap)
+        fear = np.minimum(s.fear.sum(-1), t.fear_sum_cap)
+        return ((0.5 + empathy) * s.grief + (0.5 + aggression) * anger + (1.5 - bravery) * fear).astype(np.float32)
+
     def _reward(self, working: np.ndarray, npc_alive: np.ndarray) -> np.ndarray:
         """Per-NPC reward: needs, personality-weighted negative emotions, health, work and village welfare."""
         s, w, t = self.state, self.w, self.t
@@ -716,6 +741,7 @@ class VillageSim:
             anger = np.minimum(self._anger_sum, t.anger_sum_cap)
             fear = np.minimum(self._fear_sum, t.fear_sum_cap)
             emotions = emotions + (0.5 + aggression) * anger + (1.5 - bravery) * fear
+        emotions = emotions * t.w_emotion_level
         health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
         # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides
         loafing = (s.activity == Action.IDLE) | (s.activity == Action.WANDER)
@@ -916,7 +942,8 @@ class VillageSim:
             leave = lingering & (s.actor_timer[:, m] <= 0)
             if leave.any():
                 bb = np.flatnonzero(leave)
-                s.actor_dest[bb, m] = self._hangout_away_from(bb, s.pos[bb, e])
+                pick = self.rng.integers(0, w.hangout_pos.shape[1], len(bb))
+                s.actor_dest[bb, m] = w.hangout_pos[bb, pick]
                 mode[bb] = ActorMode.STROLL
             arrived = live & _mode_in(mode, ActorMode.STROLL, ActorMode.MOVE) & reached
             # a killer on a rampage leaves the scene and strikes again where it arrives (not at the body, so that
@@ -929,15 +956,6 @@ class VillageSim:
             s.present[:, e] &= ~gone
             mode = np.where(gone, ActorMode.OFF_MAP, mode)
             s.actor_mode[:, m] = mode
-
-    def _hangout_away_from(self, villages: np.ndarray, scene: np.ndarray) -> np.ndarray:
-        """(len(villages), 2): a public place out of sight of `scene` (chosen at random among those; the farthest
-        if none is): a killer leaves the scene of the crime rather than strolling back to the body."""
-        places = self.w.hangout_pos[villages]  # (V, H, 2)
-        dist = _length(places - scene[:, None, :])
-        away = dist > self.w.sight_radius[villages][:, None]
-        score = np.where(away, self.rng.random(dist.shape), -1.0) + np.where(away, 0.0, dist * 1e-6)
-        return places[np.arange(len(villages)), np.argmax(score, 1)]
 
     def _nearest_villager(self, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
         """For entity e in each of `villages`: the nearest living NPC and its distance (inf if none)."""

@@ -111,6 +111,30 @@ def test_free_time_is_worth_more_to_the_lazy(village):
     assert gain[np.argmin(diligence)] > gain[np.argmax(diligence)] > -1e-9
 
 
+def test_relief_reward_counts_only_decreases_of_the_emotion_cost(village):
+    """w_relief pays for relief (coping, justice, fading), never charges for news; w_emotion_level scales the
+    level cost. Same seed and actions, so the two sims differ only in the reward."""
+    plain = VillageSim(village, 16, seed=5, scenario="mixed", tuning=Tuning(w_emotion_level=0.0))
+    relief = VillageSim(village, 16, seed=5, scenario="mixed", tuning=Tuning(w_emotion_level=0.0, w_relief=10.0))
+    rng = np.random.default_rng(0)
+    plain.state.grief[0, 3] = relief.state.grief[0, 3] = 1.0  # a grieving NPC
+    paid = 0.0
+    for tick in range(144):
+        acts = idle(plain)
+        for b, i in zip(*np.nonzero(plain.mask.any(-1)), strict=True):  # random valid actions
+            acts[b, i] = rng.choice(np.flatnonzero(plain.mask[b, i]))
+        acts[0, 3] = 0  # the grieving NPC idles: its grief only fades
+        plain.step(acts)
+        relief.step(acts)
+        np.testing.assert_array_equal(plain.state.grief, relief.state.grief)
+        extra = relief.last_reward - plain.last_reward
+        assert (extra >= -1e-6).all()  # news of deaths and threats costs nothing here
+        if tick == 0:
+            assert extra[0, 3] > 0  # fading grief is relief
+        paid += float(extra.sum())
+    assert paid > 0
+
+
 def test_attackers_charge_faster_than_walking(village):
     sim = VillageSim(village, 1, seed=0, scenario="none")
     player = sim._player_index()
