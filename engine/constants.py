@@ -173,6 +173,7 @@ class Tuning:
     w_leisure: float = 1.0  # per tick of idling or wandering, times (1 - diligence)
     w_welfare: float = 0.2
     w_joy: float = 0.2
+    anger_weight_base: float = 0.5  # anger costs (this + aggression) per unit: at 0, anger costs only the aggressive
     w_emotion_level: float = 1.0  # the per-tick cost of the negative emotions' level (the terms below, times this)
     w_relief: float = 0.0  # reward per unit of that cost relieved (coping, justice, fading); 0 = off
     anger_sum_cap: float = 2.0

@@ -728,7 +728,8 @@ class VillageSim:
         bravery, aggression, empathy = (self.w.traits[..., k] for k in range(3))
         anger = np.minimum(s.anger.sum(-1), t.anger_sum_cap)
         fear = np.minimum(s.fear.sum(-1), t.fear_sum_cap)
-        return ((0.5 + empathy) * s.grief + (0.5 + aggression) * anger + (1.5 - bravery) * fear).astype(np.float32)
+        cost = (0.5 + empathy) * s.grief + (t.anger_weight_base + aggression) * anger + (1.5 - bravery) * fear
+        return cost.astype(np.float32)
 
     def _reward(self, working: np.ndarray, npc_alive: np.ndarray) -> np.ndarray:
         """Per-NPC reward: needs, personality-weighted negative emotions, health, work and village welfare."""
@@ -740,7 +741,7 @@ class VillageSim:
         if self._anger_sum is not None:  # anger and fear exist only toward known threats
             anger = np.minimum(self._anger_sum, t.anger_sum_cap)
             fear = np.minimum(self._fear_sum, t.fear_sum_cap)
-            emotions = emotions + (0.5 + aggression) * anger + (1.5 - bravery) * fear
+            emotions = emotions + (t.anger_weight_base + aggression) * anger + (1.5 - bravery) * fear
         emotions = emotions * t.w_emotion_level
         health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
         # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides
