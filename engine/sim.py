@@ -722,14 +722,16 @@ class VillageSim:
             np.add.at(s.fear, (cb, ci, kk), not_self * fear)
             self._know_threat(cb[not_self], ci[not_self], kk[not_self])
 
-    def _emotion_cost(self) -> np.ndarray:
-        """(B, N) the personality-weighted cost of the negative emotions now (the reward's emotion terms)."""
+    def _emotion_cost(self, anger_sum: np.ndarray | None = None, fear_sum: np.ndarray | None = None) -> np.ndarray:
+        """(B, N) the personality-weighted cost of the negative emotions (the reward's emotion terms), from the
+        summed anger and fear given, or from the state's when none are."""
         s, t = self.state, self.t
         bravery, aggression, empathy = (self.w.traits[..., k] for k in range(3))
-        anger = np.minimum(s.anger.sum(-1), t.anger_sum_cap)
-        fear = np.minimum(s.fear.sum(-1), t.fear_sum_cap)
-        cost = (0.5 + empathy) * s.grief + (t.anger_weight_base + aggression) * anger + (1.5 - bravery) * fear
-        return cost.astype(np.float32)
+        if anger_sum is None:
+            anger_sum, fear_sum = s.anger.sum(-1), s.fear.sum(-1)
+        anger = np.minimum(anger_sum, t.anger_sum_cap)
+        fear = np.minimum(fear_sum, t.fear_sum_cap)
+        return (0.5 + empathy) * s.grief + (t.anger_weight_base + aggression) * anger + (1.5 - bravery) * fear
 
     def _reward(self, working: np.ndarray, npc_alive: np.ndarray) -> np.ndarray:
         """Per-NPC reward: needs, personality-weighted negative emotions, health, work and village welfare."""
@@ -737,11 +739,10 @@ class VillageSim:
         N = self.N
         bravery, aggression, empathy, sociability, diligence = (w.traits[..., k] for k in range(5))
         needs = t.w_hunger * s.hunger + t.w_energy * (1 - s.energy) + t.w_social * sociability * (1 - s.social)
-        emotions = (0.5 + empathy) * s.grief
         if self._anger_sum is not None:  # anger and fear exist only toward known threats
-            anger = np.minimum(self._anger_sum, t.anger_sum_cap)
-            fear = np.minimum(self._fear_sum, t.fear_sum_cap)
-            emotions = emotions + (t.anger_weight_base + aggression) * anger + (1.5 - bravery) * fear
+            emotions = self._emotion_cost(self._anger_sum, self._fear_sum)
+        else:
+            emotions = (0.5 + empathy) * s.grief
         emotions = emotions * t.w_emotion_level
         health = t.w_health * (1 - s.health[:, :N] / np.maximum(self.w.max_health[:, :N], 1e-6))
         # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides

@@ -130,7 +130,11 @@ class TrainConfig:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            out[f.name] = list(value) if isinstance(value, tuple) else dict(value) if isinstance(value, dict) else value
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[f.name] = value
         return out
 
 
@@ -138,13 +142,14 @@ def engine_tuning(overrides: dict[str, Any]) -> Any:
     """The engine's `Tuning` with `overrides` applied; ConfigError names a bad key or value."""
     from engine.constants import Tuning
 
-    known = {f.name: f for f in fields(Tuning)}
+    defaults = Tuning()
+    known = {f.name for f in fields(Tuning)}
     clean: dict[str, Any] = {}
     for key, value in overrides.items():
         name = str(key).replace("-", "_")
         if name not in known:
             raise ConfigError(f"tuning: unknown engine field {key!r} (see docs/engine.md for the Tuning fields)")
-        default = getattr(Tuning(), name)
+        default = getattr(defaults, name)
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):
@@ -236,12 +241,18 @@ def config_from_dict(data: dict[str, Any], *, source: str = "config") -> TrainCo
     return TrainConfig(**kwargs)
 
 
-def load_toml_config(path: str | Path) -> dict[str, Any]:
-    """Read a TOML config file into a flat mapping (a [train] table is also accepted)."""
+def toml_module() -> Any:
+    """tomllib (Python 3.11+) or its backport tomli."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    return tomllib
+
+
+def load_toml_config(path: str | Path) -> dict[str, Any]:
+    """Read a TOML config file into a flat mapping (a [train] table is also accepted)."""
+    tomllib = toml_module()
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"--config: no such file {str(p)!r}")

@@ -99,11 +99,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _tuning_flags(items: list[str]) -> dict[str, Any]:
     """`--tuning FIELD=VALUE` flags as a mapping; values are TOML literals (1.0, 3, true)."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    from npc_brains.config import toml_module
 
+    tomllib = toml_module()
     out: dict[str, Any] = {}
     for item in items:
         name, sep, text = item.partition("=")
