@@ -32,6 +32,7 @@ With --json the last line is one JSON object:
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing as mp
 import os
@@ -159,8 +160,9 @@ def measure_forward(policy, obs: np.ndarray, mask: np.ndarray, iters: int) -> tu
 # ---------------------------------------------------------------------------------------------- bridge
 
 
-def start_bridge(policy: str) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "village", "serve", "--policy", policy, "--bind", "tcp://127.0.0.1:0"]
+def start_bridge(policy: str, gc_freeze: bool = True) -> tuple[subprocess.Popen, str]:
+    cmd = [sys.executable, "-m", "village", "serve", "--policy", policy, "--bind", "tcp://127.0.0.1:0",
+           *(() if gc_freeze else ("--no-gc-freeze",))]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     assert proc.stderr is not None
@@ -251,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="throughput run length (default: %(default)s)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rows", type=int, default=64, help="NPCs per request in the throughput run")
+    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                        help="serve with `village serve --no-gc-freeze` (to compare the collector's pauses)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
     args = parser.parse_args(argv)
 
@@ -273,13 +277,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"policy: {policy_name} ({spec}); obs_dim {obs_dim}, n_actions {n_actions}; {os.cpu_count()} CPUs; "
           f"{blas_note}")
     load_before = [round(x, 2) for x in os.getloadavg()]
+    # this measuring process has torch and a policy loaded too: keep its own full collections out of the
+    # round trips it times (the same for the echo and the bridge)
+    gc.collect()
+    gc.freeze()
 
-    proc, endpoint = start_bridge(spec)
+    proc, endpoint = start_bridge(spec, args.gc_freeze)
     try:
         lat = measure_latency(policy, spec, endpoint, obs_dim, n_actions, args.iters, args.rounds)
         throughput = measure_throughput(endpoint, obs_dim, n_actions, args.clients, args.rows, args.seconds)
         with BridgeClient(endpoint, timeout=10.0) as client:
-            batches = client.stats()["batches"]
+            server_stats = client.stats()
+            batches, server_gc = server_stats["batches"], server_stats.get("gc")
     finally:
         proc.terminate()
         proc.wait(10)
@@ -313,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{ratio:>6.2f} {' '.join(f'{r:.2f}' for r in ratios):>15} {ef50:>13.1f} {ef_ratio:>6.2f}")
     print(f"throughput: {throughput:,.0f} NPC decisions/s with {args.clients} clients x act({args.rows}) "
           f"(server batches: {batches['requests_mean']} requests, {batches['rows_mean']} rows on average)")
+    if server_gc:
+        pauses = ", ".join(f"{g} {server_gc[g]['collections']} x max {server_gc[g]['max_us']:.0f} us"
+                           for g in ("gen0", "gen1", "gen2"))
+        print(f"server garbage collector ({'frozen' if args.gc_freeze else 'not frozen'}: "
+              f"{server_gc['frozen']} objects): {pauses}")
     if args.json:
         print(json.dumps({
             "floor_us": act["16"]["floor_us"], "act": act, "decisions_per_s_8_clients": round(throughput),
@@ -320,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch_requests_mean": batches["requests_mean"], "cpus": os.cpu_count(), "rounds": args.rounds,
             "iters": args.iters, "statistic": "median over rounds",
             "blas_threads": BLAS_THREADS if blas is not None else None, "loadavg_before": load_before,
-            "loadavg_after": load_after,
+            "loadavg_after": load_after, "gc_freeze": args.gc_freeze, "server_gc": server_gc,
         }))
     return 0
 

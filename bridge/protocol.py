@@ -275,6 +275,8 @@ OPS: dict[str, OpSpec] = {
                 F("batches", "map", True, "{count, rows_mean, requests_mean, max_rows}"),
                 F("sessions", "int", True, "open sessions"),
                 F("reloads", "int", True, "successful reloads"),
+                F("gc", "map", True, "{frozen, gen0, gen1, gen2}: objects frozen at start-up; per generation "
+                  "{collections, total_ms, max_us} of the garbage collector's pauses while serving"),
             ),
         ),
     )

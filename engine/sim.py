@@ -731,7 +731,18 @@ class VillageSim:
             anger_sum, fear_sum = s.anger.sum(-1), s.fear.sum(-1)
         anger = np.minimum(anger_sum, t.anger_sum_cap)
         fear = np.minimum(fear_sum, t.fear_sum_cap)
-        return (0.5 + empathy) * s.grief + (t.anger_weight_base + aggression) * anger + (1.5 - bravery) * fear
+        cost = (0.5 + empathy) * s.grief + (t.anger_weight_base + aggression) * anger + (1.5 - bravery) * fear
+        if t.w_dread > 0:
+            cost = cost + t.w_dread * (1.5 - bravery) * self._dread()
+        return cost
+
+    def _dread(self) -> np.ndarray:
+        """(B, N) 1 where the NPC knows a villager was murdered, the murderer lives and it does not know who
+        that is (a killer is loose among us), else 0."""
+        s, N = self.state, self.N
+        killer = s.killer[:, :N]
+        loose = (killer >= 0) & np.take_along_axis(s.alive, np.maximum(killer, 0), 1)  # (B, N victims)
+        return (s.knows_death[:, :, :N] & (s.known_culprit[:, :, :N] < 0) & loose[:, None, :]).any(-1)
 
     def _reward(self, working: np.ndarray, npc_alive: np.ndarray) -> np.ndarray:
         """Per-NPC reward: needs, personality-weighted negative emotions, health, work and village welfare."""
@@ -739,7 +750,7 @@ class VillageSim:
         N = self.N
         bravery, aggression, empathy, sociability, diligence = (w.traits[..., k] for k in range(5))
         needs = t.w_hunger * s.hunger + t.w_energy * (1 - s.energy) + t.w_social * sociability * (1 - s.social)
-        if self._anger_sum is not None:  # anger and fear exist only toward known threats
+        if self._anger_sum is not None or t.w_dread > 0:  # anger and fear exist only toward known threats
             emotions = self._emotion_cost(self._anger_sum, self._fear_sum)
         else:
             emotions = (0.5 + empathy) * s.grief

@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--blas-threads", type=int, default=1,
                         help="numpy BLAS threads while serving; 0 leaves the library's setting. One thread is "
                              "fastest for the small batched forwards of a game (default: %(default)s)")
+    parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                        help="leave the start-up objects (torch, the policy) under the garbage collector: its "
+                             "full collections then pause the server for tens of milliseconds (for comparison)")
     parser.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"),
                         help="JSON log level on stderr (default: %(default)s)")
 
@@ -79,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
         limits=Limits(max_message_bytes=args.max_message_bytes, max_sessions=args.max_sessions),
         curve_secret=args.curve_secret, curve_allow=args.curve_allow, insecure=args.insecure,
         policy_root=args.policy_root, blas_threads=args.blas_threads or None,
+        gc_freeze=args.gc_freeze,
     )
     try:
         server = BridgeServer(config)

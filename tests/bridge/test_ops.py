@@ -282,3 +282,27 @@ def test_every_op_is_tested():
     tested = {"ping", "hello", "act", "session.create", "session.event", "session.step", "session.state",
               "session.close", "reload", "stats"}
     assert tested == set(P.OPS)
+
+
+def test_stats_reports_the_garbage_collector(client):
+    """The start-up objects are frozen out of the collector's sight, and its pauses are counted per generation."""
+    import gc
+
+    gc.collect(0)  # the server's callback counts collections in its process (here: this one)
+    g = client.stats()["gc"]
+    assert g["frozen"] > 0
+    assert g["gen0"]["collections"] >= 1 and g["gen0"]["max_us"] > 0
+    assert set(g) == {"frozen", "gen0", "gen1", "gen2"}
+
+
+def test_gc_pauses_counts_by_generation():
+    from bridge.server import GcPauses
+
+    pauses = GcPauses()
+    pauses("start", {"generation": 1})
+    pauses("stop", {"generation": 1})
+    pauses("start", {"generation": 2})
+    pauses("stop", {"generation": 2})
+    s = pauses.summary()
+    assert [s[f"gen{k}"]["collections"] for k in range(3)] == [0, 1, 1]
+    assert s["gen1"]["max_us"] >= 0 and s["gen0"]["total_ms"] == 0

@@ -201,3 +201,27 @@ def test_the_training_config_knows_every_engine_scenario():
     from npc_brains.config import SCENARIOS as CONFIG_SCENARIOS
 
     assert set(CONFIG_SCENARIOS) == set(SCENARIOS)
+
+
+def test_dread_costs_while_a_known_murder_has_an_unknown_living_culprit(village):
+    """w_dread: knowing of a murder without knowing who did it costs (1.5 - bravery) x w_dread per tick; learning
+    the culprit, or the culprit's death, ends it. Off (0) by default, where the reward does not change."""
+    sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(w_dread=1.0))
+    off = VillageSim(village, 1, seed=0, scenario="none")
+    player = sim._player_index()
+    for s in (sim, off):
+        s.state.alive[0, 0] = False
+        s.state.killer[0, 0] = player
+        s.state.knows_death[0, 1, 0] = True  # NPC 1 knows NPC 0 was killed, not by whom
+    dread = sim._dread()
+    assert dread[0, 1] and dread.sum() == 1
+    bravery = sim.w.traits[0, 1, 0]
+    gap = off._emotion_cost() - sim._emotion_cost()
+    assert gap[0, 1] == pytest.approx(-(1.5 - bravery))
+    assert np.count_nonzero(gap) == 1
+    sim.state.known_culprit[0, 1, 0] = player  # now it knows
+    assert not sim._dread().any()
+    sim.state.known_culprit[0, 1, 0] = -1
+    sim.state.alive[0, player] = False  # the killer is dead: nothing loose
+    assert not sim._dread().any()
+    assert Tuning().w_dread == 0.0
