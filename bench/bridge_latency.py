@@ -94,6 +94,8 @@ def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | No
     policy = load_policy(policy_spec, slots=SLOTS) if policy_spec is not None else None
     if BLAS_THREADS is not None:
         set_blas_threads(BLAS_THREADS)
+    gc.collect()  # as the bridge does before it serves
+    gc.freeze()
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -297,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"median of {args.rounds} rounds of {args.iters} requests each (load average 1/5/15 min: before "
           f"{load_before}, after {load_after}; on a shared machine these move with its other work)")
     print(f"{'NPCs':>5} {'echo p50':>9} {'echo p99':>9} {'fwd p50':>8} {'floor':>8} {'act p50':>8} {'act p99':>8} "
-          f"{'ratio':>6} {'per round':>15} {'echo+fwd p50':>13} {'ratio':>6}   (microseconds)")
+          f"{'ratio':>6} {'per round':>15} {'echo+fwd p50':>13} {'p99':>7} {'ratio':>6}   (microseconds)")
     act = {}
     for n in SIZES:
         echo50 = _median([r[0] for r in lat["echo"][n]])
@@ -310,16 +312,18 @@ def main(argv: list[str] | None = None) -> int:
         ratio = _median(ratios)
         floor = echo50 + fwd50
         ef50 = _median([r[0] for r in lat["echo_forward"][n]])
+        ef99 = _median([r[1] for r in lat["echo_forward"][n]])
         ef_ratio = _median([a[0] / ef[0] for a, ef in zip(lat["act"][n], lat["echo_forward"][n], strict=True)])
         act[str(n)] = {"p50_us": round(p50, 1), "p99_us": round(p99, 1), "ratio_to_floor": round(ratio, 3),
                        "floor_us": round(floor, 1), "echo_p50_us": round(echo50, 1), "echo_p99_us": round(echo99, 1),
                        "forward_p50_us": round(fwd50, 1), "echo_forward_p50_us": round(ef50, 1),
+                       "echo_forward_p99_us": round(ef99, 1),
                        "ratio_to_echo_forward": round(ef_ratio, 3),
                        "ratio_per_round": [round(r, 3) for r in ratios],
                        "p50_us_per_round": [round(r[0], 1) for r in lat["act"][n]],
                        "p99_us_per_round": [round(r[1], 1) for r in lat["act"][n]]}
         print(f"{n:>5} {echo50:>9.1f} {echo99:>9.1f} {fwd50:>8.1f} {floor:>8.1f} {p50:>8.1f} {p99:>8.1f} "
-              f"{ratio:>6.2f} {' '.join(f'{r:.2f}' for r in ratios):>15} {ef50:>13.1f} {ef_ratio:>6.2f}")
+              f"{ratio:>6.2f} {' '.join(f'{r:.2f}' for r in ratios):>15} {ef50:>13.1f} {ef99:>7.1f} {ef_ratio:>6.2f}")
     print(f"throughput: {throughput:,.0f} NPC decisions/s with {args.clients} clients x act({args.rows}) "
           f"(server batches: {batches['requests_mean']} requests, {batches['rows_mean']} rows on average)")
     if server_gc:

@@ -69,6 +69,7 @@ def observe(
     busy: np.ndarray,  # (B, N) bool
     can_eat: np.ndarray,  # (B,) bool
     sleep_energy: float,  # by day an NPC can only sleep when its energy is below this
+    work_at_night: bool,  # False: WORK is masked at night (the workplaces are closed)
     reach: float,
     grievance_anger: float,  # ATTACK needs anger above this at the target (or a known threat, a rival); < 0: no rule
     slot_offset: int,
@@ -133,6 +134,8 @@ def observe(
             for a in range(1, N_UNTARGETED):
                 mask[b, i, a] = free
             mask[b, i, 3] = free and can_eat[b]  # EAT needs food in the granary
+            if not work_at_night and own_dynamic[b, i, 9] > 0.5:  # WORK by day only, when so tuned
+                mask[b, i, 2] = False
             # SLEEP: at night, or by day when tired (own_dynamic: 3 = energy, 9 = night)
             mask[b, i, 4] = free and (own_dynamic[b, i, 9] > 0.5 or own_dynamic[b, i, 3] < sleep_energy)
             # --- salience: known threats, dead loved ones learned of recently, grudges, fear, liking, proximity

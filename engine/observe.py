@@ -138,7 +138,7 @@ class Observer:
             s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, 1e-6), s.grief, w.sight_radius,
             s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
             self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
-            s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.reach,
+            s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.work_at_night, t.reach,
             GRIEVANCE_ANGER if t.attack_needs_grievance else -1.0, len(SELF_FEATURES),
             obs, self.slot_entity, mask,
         )

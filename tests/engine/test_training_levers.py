@@ -225,3 +225,28 @@ def test_dread_costs_while_a_known_murder_has_an_unknown_living_culprit(village)
     sim.state.alive[0, player] = False  # the killer is dead: nothing loose
     assert not sim._dread().any()
     assert Tuning().w_dread == 0.0
+
+
+def test_workplaces_can_close_at_night(village):
+    """work_at_night=False masks WORK from 22:00 to 06:00 and nowhere else; the default leaves it open."""
+    from engine.constants import NIGHT_END, NIGHT_START, START_TICK_OF_DAY, TICKS_PER_DAY
+
+    closed = VillageSim(village, 2, seed=0, scenario="none", tuning=Tuning(work_at_night=False))
+    open_ = VillageSim(village, 2, seed=0, scenario="none")
+    seen_night = seen_day = False
+    for _ in range(TICKS_PER_DAY):
+        tod = (int(closed.state.tick[0]) + START_TICK_OF_DAY) % TICKS_PER_DAY
+        night = tod >= NIGHT_START or tod < NIGHT_END
+        free = ~closed.state.busy & closed.state.alive[:, : closed.N]
+        if free.any():
+            can_work = closed.mask[..., Action.WORK][free]
+            if night:
+                assert not can_work.any()
+                seen_night = True
+            else:
+                assert can_work.all()
+                seen_day = True
+            assert open_.mask[..., Action.WORK][~open_.state.busy & open_.state.alive[:, : open_.N]].all()
+        closed.step(idle(closed))
+        open_.step(idle(open_))
+    assert seen_night and seen_day
