@@ -76,43 +76,75 @@ class NumpyPolicy(_PolicyBase):
         contiguous = cond.size > 0 and np.array_equal(cond, np.arange(cond[0], cond[0] + cond.size))
         # a slice is a view (no copy); the village's traits and role are contiguous columns
         self._cond: slice | np.ndarray = slice(int(cond[0]), int(cond[-1]) + 1) if contiguous else cond
+        # The forward is a few dozen numpy calls on small arrays, so their count, not the arithmetic, sets
+        # its time: the head and the slot head's self part share one product, the slot head writes its
+        # logits in place, FiLM's "1 +" is folded into its bias, and sampling uses one Gumbel draw per logit.
         self._slot = None
+        self._whs, self._bhs = self._wh, self._bh
         if self.spec.slot_layout:
             offset, feats, slots, untargeted, kinds = self.spec.slot_layout
+            ws, bs = _np(m["actor.slot_head.from_self.weight"]).T, _np(m["actor.slot_head.from_self.bias"])
+            self._whs = np.ascontiguousarray(np.concatenate([self._wh, ws], 1))
+            self._bhs = np.concatenate([self._bh, bs])
             self._slot = (slice(offset, offset + slots * feats), feats, slots, untargeted, kinds,
-                          _np(m["actor.slot_head.from_self.weight"]).T.copy(), _np(m["actor.slot_head.from_self.bias"]),
                           _np(m["actor.slot_head.from_slot.weight"]).T.copy(), _np(m["actor.slot_head.from_slot.bias"]),
-                          _np(m["actor.slot_head.out.weight"]).T.copy(), _np(m["actor.slot_head.out.bias"]))
+                          _np(m["actor.slot_head.out.weight"]).T.copy(), _np(m["actor.slot_head.out.bias"])[:, None])
         if "actor.film.lin.weight" in m:
             self._wf, self._bf = _np(m["actor.film.lin.weight"]).T.copy(), _np(m["actor.film.lin.bias"])
+            self._bf[: self._w2.shape[1]] += 1.0  # h * (1 + gamma) + beta, with the 1 in gamma's bias
         else:
             self._wf = None
         self.rng = np.random.default_rng(seed)
 
     def _features(self, obs: np.ndarray) -> np.ndarray:
-        h = np.tanh(obs @ self._w1 + self._b1)
-        h = np.tanh(h @ self._w2 + self._b2)
+        h = obs @ self._w1
+        h += self._b1
+        np.tanh(h, out=h)
+        h = h @ self._w2
+        h += self._b2
+        np.tanh(h, out=h)
         if self._wf is not None:
-            gb = obs[:, self._cond] @ self._wf + self._bf
+            gb = obs[:, self._cond] @ self._wf
+            gb += self._bf
             hidden = h.shape[1]
-            h = h * (1.0 + gb[:, :hidden]) + gb[:, hidden:]
+            h *= gb[:, :hidden]
+            h += gb[:, hidden:]
         return h
+
+    def _raw_logits(self, obs: np.ndarray, h: np.ndarray) -> np.ndarray:
+        """(R, A) unmasked logits (a view into a wider array when there is a slot head)."""
+        hb = h @ self._whs
+        hb += self._bhs
+        if self._slot is None:
+            return hb
+        A = self.n_actions
+        raw = hb[:, :A]
+        cols, feats, slots, u, kinds, wk, bk, wo, bo = self._slot
+        z = obs[:, cols].reshape(len(obs), slots, feats) @ wk  # (R, slots, H): each slot's entity
+        z += bk
+        z += hb[:, None, A:]  # and the NPC itself
+        np.tanh(z, out=z)
+        targeted = raw[:, u:].reshape(len(obs), kinds, slots)  # a view: logits are kind-major
+        targeted += (z @ wo).transpose(0, 2, 1)
+        targeted += bo
+        return raw
 
     def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
             with_values: bool = False) -> PolicyOutput:
         obs, mask = self._check(obs, mask)
         h = self._features(obs)
-        raw = h @ self._wh + self._bh
-        if self._slot is not None:
-            cols, feats, slots, u, kinds, ws, bs, wk, bk, wo, bo = self._slot
-            z = np.tanh((obs[:, cols].reshape(-1, slots, feats) @ wk + bk) + (h @ ws + bs)[:, None, :])
-            raw[:, u:] += (z @ wo + bo).transpose(0, 2, 1).reshape(len(obs), kinds * slots)
-        logits = np.where(mask, raw, MASKED_LOGIT)
-        if deterministic:
+        raw = self._raw_logits(obs, h)
+        logits = np.where(mask, raw, MASKED_LOGIT) if (deterministic or with_probs) else None
+        if logits is not None and deterministic:
             actions = logits.argmax(1)
         else:
-            u = self.rng.random(logits.shape, dtype=np.float32)
-            actions = (logits - np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-7)))).argmax(1)
+            # Gumbel-max: argmax(raw + G) with G = -log(E), E ~ Exp(1); masked actions get -inf after the noise
+            # (so even an infinite draw cannot pick one)
+            noise = self.rng.standard_exponential(raw.shape, dtype=np.float32)
+            with np.errstate(divide="ignore"):
+                np.log(noise, out=noise)
+            np.subtract(raw, noise, out=noise)
+            actions = np.where(mask, noise, -np.inf).argmax(1)
         out = PolicyOutput(actions.astype(np.int64))
         if with_probs:
             z = np.exp(logits - logits.max(1, keepdims=True))
