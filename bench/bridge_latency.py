@@ -162,9 +162,9 @@ def measure_forward(policy, obs: np.ndarray, mask: np.ndarray, iters: int) -> tu
 # ---------------------------------------------------------------------------------------------- bridge
 
 
-def start_bridge(policy: str, gc_freeze: bool = True) -> tuple[subprocess.Popen, str]:
+def start_bridge(policy: str, gc_freeze: bool = True, spin_us: int = 0) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "village", "serve", "--policy", policy, "--bind", "tcp://127.0.0.1:0",
-           *(() if gc_freeze else ("--no-gc-freeze",))]
+           "--spin-us", str(spin_us), *(() if gc_freeze else ("--no-gc-freeze",))]
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     assert proc.stderr is not None
@@ -255,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="throughput run length (default: %(default)s)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rows", type=int, default=64, help="NPCs per request in the throughput run")
+    parser.add_argument("--spin-us", type=int, default=0, help="serve with `village serve --spin-us N`")
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
                         help="serve with `village serve --no-gc-freeze` (to compare the collector's pauses)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
@@ -284,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
 
-    proc, endpoint = start_bridge(spec, args.gc_freeze)
+    proc, endpoint = start_bridge(spec, args.gc_freeze, args.spin_us)
     try:
         lat = measure_latency(policy, spec, endpoint, obs_dim, n_actions, args.iters, args.rounds)
         throughput = measure_throughput(endpoint, obs_dim, n_actions, args.clients, args.rows, args.seconds)
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             "batch_requests_mean": batches["requests_mean"], "cpus": os.cpu_count(), "rounds": args.rounds,
             "iters": args.iters, "statistic": "median over rounds",
             "blas_threads": BLAS_THREADS if blas is not None else None, "loadavg_before": load_before,
-            "loadavg_after": load_after, "gc_freeze": args.gc_freeze, "server_gc": server_gc,
+            "loadavg_after": load_after, "gc_freeze": args.gc_freeze, "spin_us": args.spin_us, "server_gc": server_gc,
         }))
     return 0
 

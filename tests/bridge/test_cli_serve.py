@@ -41,6 +41,7 @@ def test_serve_answers_and_stops_cleanly(tmp_path):
         (["--policy", "scripted", "--bind", "localhost:5555"], "--bind"),
         (["--policy", "scripted", "--max-batch", "0"], "--max-batch"),
         (["--policy", "scripted", "--blas-threads", "-2"], "--blas-threads"),
+        (["--policy", "scripted", "--spin-us", "-1"], "--spin-us"),
         (["--policy", "scripted", "--curve-secret", "missing.key_secret", "--curve-allow", "."], "no such key file"),
     ],
 )

@@ -307,3 +307,18 @@ def test_gc_pauses_counts_by_generation():
     s = pauses.summary()
     assert [s[f"gen{k}"]["collections"] for k in range(3)] == [0, 1, 1]
     assert s["gen1"]["max_us"] >= 0 and s["gen0"]["total_ms"] == 0
+
+
+def test_a_spinning_server_answers_like_a_sleeping_one():
+    """spin_us polls for the next request before sleeping; the replies are the same."""
+    srv = make_server(spin_us=2000)
+    srv.run_in_thread()
+    try:
+        with BridgeClient(srv.endpoint, timeout=5.0, retries=1) as c:
+            obs = np.zeros((3, 128), np.float32)
+            for _ in range(20):  # back to back: each request lands while the loop spins
+                actions, _ = c.act(obs, deterministic=True)
+                assert actions.shape == (3,)
+            assert c.stats()["requests"]["act"] == 20
+    finally:
+        srv.stop()
