@@ -1,6 +1,6 @@
 """Policy inference latency on CPU: one batched `act()` for 16 NPCs (goal: median <= 100 us).
 
-    python bench/policy_latency.py [--policy PATH|default] [--blas-threads 1] [--json] [--calls 3000]
+    python bench/policy_latency.py [--policy PATH|default] [--blas-threads 1] [--json] [--calls 2000]
 
 Uses the given policy file, else the bundled default, else a freshly initialised Dr. MAS network with the
 village-v1 layout (latency does not depend on the weights). Observations and masks are real ones from the

@@ -76,9 +76,10 @@ class NumpyPolicy(_PolicyBase):
         contiguous = cond.size > 0 and np.array_equal(cond, np.arange(cond[0], cond[0] + cond.size))
         # a slice is a view (no copy); the village's traits and role are contiguous columns
         self._cond: slice | np.ndarray = slice(int(cond[0]), int(cond[-1]) + 1) if contiguous else cond
-        # The forward is a few dozen numpy calls on small arrays, so their count, not the arithmetic, sets
-        # its time: the head and the slot head's self part share one product, the slot head writes its
-        # logits in place, FiLM's "1 +" is folded into its bias, and sampling uses one Gumbel draw per logit.
+        # For a handful of NPCs the forward's time is mostly the fixed cost of its numpy calls, so it makes
+        # few: the head and the slot head's self part share one product, the slot head writes its logits in
+        # place, FiLM's "1 +" is folded into its bias, and sampling uses one Gumbel draw per logit. (From
+        # about 16 NPCs up the arithmetic of the default network dominates: bench/policy_latency.py.)
         self._slot = None
         self._whs, self._bhs = self._wh, self._bh
         if self.spec.slot_layout:
