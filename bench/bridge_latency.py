@@ -21,7 +21,9 @@ processes answered through the same kind of REQ socket. On a shared or small mac
 with whatever else runs, so the three latency measurements are repeated in `--rounds` rounds, each round
 measuring echo, forward and act of one size back to back (a ratio compares figures taken seconds apart),
 and every figure reported is the median over the rounds (the ratio: the median of the rounds' ratios).
-The output says so, with the load average before and after.
+The output says so, with the load average before and after. With --spin-us N the bridge polls for the next
+request for N microseconds before it sleeps, and so do both echo servers: the floor and the bridge then wait
+for requests the same way (a floor that sleeps would flatter a bridge that spins).
 
 With --json the last line is one JSON object:
   {"floor_us", "act": {"1"|"16"|"64": {"p50_us", "p99_us", "ratio_to_floor", "floor_us", ...}},
@@ -88,9 +90,10 @@ def _batch(n: int, obs_dim: int, n_actions: int) -> tuple[np.ndarray, np.ndarray
 # ---------------------------------------------------------------------------------------------- echo
 
 
-def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | None = None) -> None:
+def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | None = None, spin_us: int = 0) -> None:
     """A bare ROUTER: decode the body, answer {"v","id","ok","actions"} of the request's row count; with a
-    policy, its actions for the request's obs and mask (the echo plus the forward, nothing else)."""
+    policy, its actions for the request's obs and mask (the echo plus the forward, nothing else). With
+    spin_us, it polls for the next request that long before blocking, as `village serve --spin-us` does."""
     policy = load_policy(policy_spec, slots=SLOTS) if policy_spec is not None else None
     if BLAS_THREADS is not None:
         set_blas_threads(BLAS_THREADS)
@@ -101,7 +104,12 @@ def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | No
     sock.setsockopt(zmq.LINGER, 0)
     sock.bind("tcp://127.0.0.1:*")
     endpoint_queue.put(sock.getsockopt_string(zmq.LAST_ENDPOINT))
+    spin_s = spin_us / 1e6
     while True:
+        if spin_s:
+            deadline = time.perf_counter() + spin_s
+            while not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN and time.perf_counter() < deadline:
+                pass  # the same readiness check as the bridge's _spin
         frames = sock.recv_multipart()
         msg = P.unpack(frames[-1])
         if msg.get("op") == "quit":
@@ -121,10 +129,10 @@ def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | No
 class EchoClient:
     """The echo server in another process and a REQ socket to it (as BridgeClient uses)."""
 
-    def __init__(self, n_actions: int, policy_spec: str | None = None):
+    def __init__(self, n_actions: int, policy_spec: str | None = None, spin_us: int = 0):
         ctx = mp.get_context("spawn")
         q: mp.Queue = ctx.Queue()
-        self.proc = ctx.Process(target=_echo_server, args=(q, n_actions, policy_spec), daemon=True)
+        self.proc = ctx.Process(target=_echo_server, args=(q, n_actions, policy_spec, spin_us), daemon=True)
         self.proc.start()
         endpoint = q.get(timeout=60)
         self.zctx = zmq.Context()
@@ -184,14 +192,14 @@ def measure_bridge(client: BridgeClient, obs: np.ndarray, mask: np.ndarray, iter
     return _timed(lambda: client.act(obs, mask), iters)
 
 
-def measure_latency(policy, spec: str, endpoint: str, obs_dim: int, n_actions: int, iters: int, rounds: int
-                    ) -> dict[str, dict[int, list[tuple[float, float]]]]:
+def measure_latency(policy, spec: str, endpoint: str, obs_dim: int, n_actions: int, iters: int, rounds: int,
+                    spin_us: int = 0) -> dict[str, dict[int, list[tuple[float, float]]]]:
     """{"echo"|"forward"|"act"|"echo_forward": {n: [(p50, p99) per round]}}; each round measures all of
     one size back to back, so a round's ratio compares figures taken seconds apart."""
     out: dict[str, dict[int, list[tuple[float, float]]]] = {k: {n: [] for n in SIZES}
                                                             for k in ("echo", "forward", "act", "echo_forward")}
-    echo = EchoClient(n_actions)
-    echo_forward = EchoClient(n_actions, spec)
+    echo = EchoClient(n_actions, spin_us=spin_us)  # the floor polls like the bridge does
+    echo_forward = EchoClient(n_actions, spec, spin_us=spin_us)
     try:
         with BridgeClient(endpoint, timeout=10.0, retries=0) as client:
             for _ in range(rounds):
@@ -255,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=4.0, help="throughput run length (default: %(default)s)")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--rows", type=int, default=64, help="NPCs per request in the throughput run")
-    parser.add_argument("--spin-us", type=int, default=0, help="serve with `village serve --spin-us N`")
+    parser.add_argument("--spin-us", type=int, default=0,
+                        help="serve with `village serve --spin-us N`; the echo servers poll as long, so the floor "
+                             "and the bridge wait for requests the same way")
     parser.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
                         help="serve with `village serve --no-gc-freeze` (to compare the collector's pauses)")
     parser.add_argument("--json", action="store_true", help="print one JSON object as the last line")
@@ -287,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 
     proc, endpoint = start_bridge(spec, args.gc_freeze, args.spin_us)
     try:
-        lat = measure_latency(policy, spec, endpoint, obs_dim, n_actions, args.iters, args.rounds)
+        lat = measure_latency(policy, spec, endpoint, obs_dim, n_actions, args.iters, args.rounds, args.spin_us)
         throughput = measure_throughput(endpoint, obs_dim, n_actions, args.clients, args.rows, args.seconds)
         with BridgeClient(endpoint, timeout=10.0) as client:
             server_stats = client.stats()

@@ -230,6 +230,7 @@ class VillageSim:
             kill_tick=np.full((B, MAX_KILLS), -1, np.int64),
             kill_victim=np.full((B, MAX_KILLS), -1, np.int64),
             rampage=np.zeros(B, np.int64),
+            raid_tick=np.full(B, -1, np.int64),
             event_count=np.zeros(B, np.int64),
         )
         if self.scenario == "random_kill" and self._player_index() >= 0:
@@ -247,6 +248,9 @@ class VillageSim:
             state.kill_tick[:] = np.where(planned, ticks, -1)
             state.kill_victim[:] = np.where(planned, victims, -1)
             state.rampage[:] = (self.rng.random(B) < MIXED_RAMPAGE_P) * self.rng.integers(1, 3, B)  # 1-2 hunts
+            if self.t.curriculum_raid > 0 and len(self._raider_cols):  # no draw when off: same trajectories
+                raided = self.rng.random(B) < self.t.curriculum_raid
+                state.raid_tick[:] = np.where(raided, self.rng.integers(lo, hi, B), -1)
         return state
 
     def _jitter_traits(self, villages: np.ndarray) -> None:
@@ -848,6 +852,9 @@ class VillageSim:
                         continue
                     victim = int(living[self.rng.integers(len(living))])
                 self.commands.append(Command(b, player, "kill", victim))
+            raid_due = np.flatnonzero(s.raid_tick == s.tick)
+            if len(raid_due):
+                self._start_raid(raid_due)
 
     def _apply_commands(self) -> None:
         s, N = self.state, self.N

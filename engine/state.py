@@ -158,6 +158,7 @@ class VillageState:
     kill_tick: np.ndarray  # (B, MAX_KILLS)
     kill_victim: np.ndarray  # (B, MAX_KILLS)
     rampage: np.ndarray  # (B,) int: after a killing, how many more times the killer hunts the nearest villager
+    raid_tick: np.ndarray  # (B,) int: tick of a scheduled raid (training scenario `mixed`), -1 none
     event_count: np.ndarray  # (B,) int
 
     def copy(self) -> VillageState:

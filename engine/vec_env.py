@@ -98,6 +98,7 @@ class VillageVecEnv:
         if done_villages.any():
             finished = np.repeat(done_villages, sim.N)
             info["final_obs"] = sim.obs.reshape(self.num_rows, -1)
+            info["final_state"] = sim.observer.global_state()  # (B, S) before the reset, for bootstrapping
             info["episode_returns"] = self.returns[finished].copy()
             info["episode_return_mean"] = float(self.returns[finished].mean())
             self.returns[finished] = 0

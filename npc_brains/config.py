@@ -65,6 +65,9 @@ class TrainConfig:
     lr_final_frac: float = 0.1  # cosine decay from lr to lr * lr_final_frac
     gamma: float = 0.99
     gae_lambda: float = 0.95
+    # at the time limit, bootstrap with the critic's value of the final state instead of ending the return
+    # there: an NPC's village goes on after the episode is cut (docs/training.md)
+    bootstrap_truncated: bool = False
     clip: float = 0.2
     value_clip: float = 0.2
     vf_coef: float = 0.5

@@ -16,6 +16,7 @@ from npc_brains.policy_api import PolicyOutput
 
 DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "assets" / "policies" / "default.pt"
 MASKED_LOGIT = np.float32(-1e9)
+NOISE_BLOCK = 8192  # sampling noise is drawn this many values at a time (the same stream as one draw per call)
 
 
 def _np(t: Any) -> np.ndarray:
@@ -97,6 +98,30 @@ class NumpyPolicy(_PolicyBase):
             self._wf = None
         self.rng = np.random.default_rng(seed)
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """The sampling RNG; assigning a new one (to re-seed) drops the noise drawn ahead from the old one."""
+        return self._rng
+
+    @rng.setter
+    def rng(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+        self._log_e = np.empty(0, np.float32)  # log of Exp(1) draws not used yet
+        self._log_e_at = 0
+
+    def _log_exponentials(self, n: int) -> np.ndarray:
+        """The next n values of log(E), E ~ Exp(1) from self.rng, in the order single draws would give: they
+        are drawn a block at a time, because one draw per call costs more than the rest of a small forward."""
+        at = self._log_e_at
+        if at + n > len(self._log_e):
+            fresh = self._rng.standard_exponential(max(NOISE_BLOCK, n), dtype=np.float32)
+            with np.errstate(divide="ignore"):  # a draw of exactly 0 gives -inf: an infinite Gumbel
+                np.log(fresh, out=fresh)
+            self._log_e = np.concatenate([self._log_e[at:], fresh])
+            at = 0
+        self._log_e_at = at + n
+        return self._log_e[at:at + n]
+
     def _features(self, obs: np.ndarray) -> np.ndarray:
         h = obs @ self._w1
         h += self._b1
@@ -141,10 +166,7 @@ class NumpyPolicy(_PolicyBase):
         else:
             # Gumbel-max: argmax(raw + G) with G = -log(E), E ~ Exp(1); masked actions get -inf after the noise
             # (so even an infinite draw cannot pick one)
-            noise = self.rng.standard_exponential(raw.shape, dtype=np.float32)
-            with np.errstate(divide="ignore"):
-                np.log(noise, out=noise)
-            np.subtract(raw, noise, out=noise)
+            noise = raw - self._log_exponentials(raw.size).reshape(raw.shape)
             actions = np.where(mask, noise, -np.inf).argmax(1)
         out = PolicyOutput(actions.astype(np.int64))
         if with_probs:

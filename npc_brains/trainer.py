@@ -78,6 +78,8 @@ class Batch:
     probs: torch.Tensor | None  # (T, R, A) when shaping needs the action distributions
     episode_returns: list[np.ndarray] = field(default_factory=list)
     seconds: float = 0.0
+    # rows cut by the time limit while alive: step t, row r, their final observation and village state
+    truncated: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
 
 
 class Cancelled(Exception):
@@ -87,8 +89,10 @@ class Cancelled(Exception):
 class Collector:
     """Owns the environment and a copy of the actor; fills Batches."""
 
-    def __init__(self, env: Any, actor: Actor, device: torch.device, seed: int, rollout: int):
+    def __init__(self, env: Any, actor: Actor, device: torch.device, seed: int, rollout: int,
+                 bootstrap_truncated: bool = False):
         self.env = env
+        self.bootstrap_truncated = bootstrap_truncated
         self.device = device
         self.actor = copy.deepcopy(actor).requires_grad_(False)
         self.rollout = rollout
@@ -117,6 +121,7 @@ class Collector:
         state_b = torch.empty((T, B, S), dtype=torch.float32, device=dev)
         probs_b = torch.empty((T, R, A), dtype=torch.float32, device=dev) if store_probs else None
         finished: list[np.ndarray] = []
+        cut: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # (t, rows, final obs, final state)
         with torch.no_grad():
             for t in range(T):
                 if self.stop.is_set():
@@ -136,7 +141,16 @@ class Collector:
                 state_b[t] = torch.from_numpy(np.asarray(info["state"], np.float32)).to(dev)
                 if probs_b is not None:
                     probs_b[t] = torch.softmax(logits, -1)  # = exp(logp_all), without exp's slow masked entries
+                alive_before = info["alive"]
                 self.obs, reward, term, trunc, self.info = env.step(a.cpu().numpy())
+                if self.bootstrap_truncated and "final_obs" in self.info:
+                    rows = np.flatnonzero(np.asarray(trunc) & alive_before)
+                    if len(rows):
+                        final_state = self.info.get("final_state")
+                        village = rows // env.num_agents
+                        cut.append((t, rows, np.asarray(self.info["final_obs"])[rows],
+                                    np.zeros((len(rows), S), np.float32) if final_state is None
+                                    else np.asarray(final_state, np.float32)[village]))
                 rew_b[t] = torch.from_numpy(np.asarray(reward, np.float32)).to(dev)
                 done_b[t] = torch.from_numpy(np.asarray(term) | np.asarray(trunc)).to(dev)
                 if "episode_returns" in self.info:
@@ -144,11 +158,17 @@ class Collector:
                 alive_now = self.info["alive"]
                 if self.cond_index.size and alive_now.any():
                     self.cond_table[alive_now] = self.obs[alive_now][:, self.cond_index]
+        truncated = None
+        if cut:
+            truncated = (torch.as_tensor(np.concatenate([np.full(len(c[1]), c[0]) for c in cut]), device=dev),
+                         torch.as_tensor(np.concatenate([c[1] for c in cut]), device=dev),
+                         torch.as_tensor(np.concatenate([c[2] for c in cut]), dtype=torch.float32, device=dev),
+                         torch.as_tensor(np.concatenate([c[3] for c in cut]), dtype=torch.float32, device=dev))
         return Batch(obs_b, mask_b, act_b, logp_b, rew_b, done_b, alive_b, state_b,
                      torch.from_numpy(self.obs).to(dev),
                      torch.from_numpy(np.asarray(self.info["state"], np.float32)).to(dev),
                      torch.from_numpy(self.cond_table.copy()).to(dev), probs_b, finished,
-                     time.perf_counter() - start)
+                     time.perf_counter() - start, truncated)
 
 
 @dataclass
@@ -243,7 +263,7 @@ class Trainer:
         if resume_ckpt is not None:
             self._load_state(resume_ckpt)
             env_seed = cfg.seed + 1_000_003 * self.update  # fresh episodes, deterministic per resume point
-        self.collector = Collector(env, self.brain.actor, dev, env_seed, self.T)
+        self.collector = Collector(env, self.brain.actor, dev, env_seed, self.T, cfg.bootstrap_truncated)
         if resume_ckpt is not None and "collector_rng" in resume_ckpt.get("rng", {}):
             self.collector.generator.set_state(resume_ckpt["rng"]["collector_rng"].cpu())
 
@@ -368,6 +388,12 @@ class Trainer:
             bonus = self.shaping_bonus(batch, w_shape)
             rewards = rewards + bonus
             stats["shaping_bonus"] = float(bonus.sum() / batch.alive.sum().clamp_min(1))
+        if batch.truncated is not None:  # the village goes on: the cut step's return continues with V(final)
+            t_cut, r_cut, final_obs, final_state = batch.truncated
+            with torch.no_grad():
+                v_final = brain.value(final_obs, final_state if brain.critic.central else None)
+            rewards = rewards.index_put((t_cut, r_cut), cfg.gamma * v_final.reshape(-1), accumulate=True)
+            stats["bootstrapped_rows"] = float(t_cut.numel())
         adv, returns = maths.gae(rewards, values, batch.dones, next_value, cfg.gamma, cfg.gae_lambda)
         valid = batch.alive.reshape(-1)
         if brain.value_norm is not None:

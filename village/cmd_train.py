@@ -41,6 +41,8 @@ HELP = {
     "sync_check": "global sync check: KL matrix, pull back diverging agents, prioritised sampling",
     "double_buffer": "collect the next batch in a thread while the learner updates",
     "rollback": "roll back to the last good state after bad epochs",
+    "bootstrap_truncated": "at the episode's time limit, bootstrap the return with the critic's value of the final "
+                           "state (the village goes on) instead of ending it there",
     "replay_old_frac": "fraction of replayed old rows in each minibatch (0.3 = the seed's 7:3)",
     "ratio_cap": "truncation of the importance weights of stale (double-buffered) or replayed rows",
     "policy_delay": "update the actor every N updates (2-3 = delayed policy update)",

@@ -37,6 +37,24 @@ def test_mixed_schedules_one_to_three_distinct_killings(village):
     assert MIXED_RAMPAGE_P - 0.1 < share < MIXED_RAMPAGE_P + 0.1 and sim.state.rampage.max() == 2
 
 
+def test_curriculum_raid_schedules_raids_only_when_switched_on(village):
+    off = VillageSim(village, 64, seed=4, scenario="mixed")
+    assert (off.state.raid_tick == -1).all()
+    sim = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_raid=0.5))
+    planned = sim.state.raid_tick >= 0
+    assert 0.3 < planned.mean() < 0.7
+    lo, hi = sim.kill_window
+    assert ((sim.state.raid_tick[planned] >= lo) & (sim.state.raid_tick[planned] < hi)).all()
+    # the switch draws after everything else: the killings are the same as with it off
+    assert (sim.state.kill_tick == off.state.kill_tick).all() and (sim.state.rampage == off.state.rampage).all()
+    raiders = village.actor_names.index("raider1") + sim.N
+    came = np.zeros(sim.B, bool)
+    for _ in range(hi + 1):
+        came |= sim.state.present[:, raiders]
+        sim.step(idle(sim))
+    assert (came == planned).all()  # raiders show up exactly where a raid was planned
+
+
 def test_mixed_killings_happen_and_rampages_kill_more(village):
     sim = VillageSim(village, 64, seed=1, scenario="mixed")
     planned = (sim.state.kill_tick >= 0).sum(1)

@@ -67,6 +67,25 @@ def test_masked_actions_are_never_sampled(trained):
         assert mask[np.arange(500), a].all()
 
 
+def test_sampling_is_one_stream_however_the_calls_are_batched(trained):
+    """Noise is drawn ahead in blocks: the actions depend on the seed and the order of the rows, not on how the
+    rows are split into calls, and assigning a new rng re-seeds (the sandbox does)."""
+    _, run_dir = trained
+    rng = np.random.default_rng(0)
+    one = load_policy(run_dir / "policy.pt", seed=5)
+    obs = rng.standard_normal((3000, one.obs_dim)).astype(np.float32)
+    mask = rng.random((3000, one.n_actions)) < 0.5
+    mask[:, 0] = True
+    whole = one.act(obs, mask).actions
+    split = load_policy(run_dir / "policy.pt", seed=5)
+    cuts = [0, 1, 17, 400, 401, 2999, 3000]
+    parts = np.concatenate([split.act(obs[a:b], mask[a:b]).actions for a, b in zip(cuts, cuts[1:])])
+    np.testing.assert_array_equal(whole, parts)
+    split.rng = np.random.default_rng(5)  # a fresh stream, not the rest of the old one
+    np.testing.assert_array_equal(split.act(obs, mask).actions, whole)
+    assert not np.array_equal(load_policy(run_dir / "policy.pt", seed=6).act(obs, mask).actions, whole)
+
+
 def test_numpy_and_torch_backends_agree(trained):
     _, run_dir = trained
     fast = load_policy(run_dir / "policy.pt")

@@ -171,3 +171,37 @@ def test_drmas_learns_on_village_v1(tmp_path):
     epochs = [r["episode_return_mean"] for r in read_metrics(tmp_path / "metrics.jsonl") if r.get("epoch")]
     assert np.mean(epochs[-3:]) > epochs[0] + 5.0
     assert np.mean(epochs[-3:]) > -20.0
+
+
+def test_time_limit_cut_bootstraps_with_the_final_state_value(tmp_path, monkeypatch):
+    import torch
+
+    from npc_brains import trainer as trainer_module
+
+    cfg = TrainConfig(algo="mappo", steps=400, envs=2, rollout=8, max_ticks=5, device="cpu", seed=3,
+                      run_dir=str(tmp_path), bootstrap_truncated=True)
+    tr = Trainer(cfg, tensorboard=False)
+    batch = tr.collector.collect(False)
+    t_cut, r_cut, final_obs, final_state = batch.truncated
+    # 5-tick episodes are cut after step 4: every row alive at that step, and no other
+    assert set(t_cut.tolist()) == {4}
+    assert sorted(r_cut.tolist()) == batch.alive[4].nonzero().flatten().tolist()
+    assert batch.dones[4].all()
+    assert not torch.equal(final_obs, batch.obs[5, r_cut])  # the state before the reset, not the new episode's
+    seen = {}
+    real_gae = trainer_module.maths.gae
+
+    def spy(rewards, *args):
+        seen["rewards"] = rewards.clone()
+        return real_gae(rewards, *args)
+
+    monkeypatch.setattr(trainer_module.maths, "gae", spy)
+    with torch.no_grad():
+        v_final = tr.brain.value(final_obs, final_state).reshape(-1)
+    stats = tr.learn(batch)
+    expected = batch.rewards.clone()
+    expected[t_cut, r_cut] += cfg.gamma * v_final
+    assert torch.allclose(seen["rewards"], expected) and stats["bootstrapped_rows"] == len(r_cut)
+    off = Trainer(dataclasses.replace(cfg, bootstrap_truncated=False, run_dir=str(tmp_path / "off")),
+                  tensorboard=False)
+    assert off.collector.collect(False).truncated is None
