@@ -160,6 +160,8 @@ class Tuning:
     joy_half_life: float = 24.0
     # coping relief per performing tick (multiplicative, personality-weighted)
     mourn_relief: float = 0.2
+    mourn_relief_linear: bool = False  # True: a mourning tick eases mourn_relief x (0.5 + empathy) of grief, not
+    # that share of it (grief work: a great loss takes longer to mourn)
     comfort_relief: float = 0.10
     blow_anger_relief: float = 0.5
     blow_fear_relief: float = 0.5  # landing a blow on a threat halves the fear of it

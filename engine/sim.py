@@ -461,7 +461,11 @@ class VillageSim:
             np.multiply.at(s.grief, (bb, comfort_tgt[bb, ii]), relief)
             np.add.at(s.social, (bb, comfort_tgt[bb, ii]), t.talk_gain)
             s.grief[bb, ii] *= 1 - 0.5 * t.comfort_relief
-        s.grief = s.grief * np.where(mourning, 1 - t.mourn_relief * (0.5 + empathy), 1.0)
+        if t.mourn_relief_linear:  # grief work: each tick at the body eases a fixed amount, so a great loss
+            # takes longer to mourn and every tick of it is worth the same until the grief is spent
+            s.grief = np.maximum(s.grief - mourning * (t.mourn_relief * (0.5 + empathy)), 0.0).astype(np.float32)
+        else:
+            s.grief = s.grief * np.where(mourning, 1 - t.mourn_relief * (0.5 + empathy), 1.0)
         if blows.any():
             bb, ii = np.nonzero(blows)
             tt = s.target[bb, ii]

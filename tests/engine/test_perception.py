@@ -344,6 +344,26 @@ def test_mourning_at_the_body():
     assert sim.state.grief[0, bren] < control.state.grief[0, bren], "mourning relieves grief"
 
 
+@pytest.mark.parametrize("linear", [False, True])
+def test_a_mourning_tick_eases_a_share_or_a_fixed_amount_of_grief(linear):
+    from engine.constants import Tuning
+
+    tuning = Tuning(mourn_relief_linear=linear, grief_half_life=1e9)  # no fading: only mourning eases grief
+    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, tuning=tuning)
+    alda, bren = ent(sim, "Alda"), ent(sim, "Bren")
+    place(sim, "Bren", *(sim.state.pos[0, alda] + (0.0, 0.5)))  # already at the body
+    kill(sim, "Alda")
+    sim.step(act_on(sim, bren, Action.MOURN, alda))  # arrives at once: performing from this tick
+    assert sim.state.performing[0, bren]
+    before = float(sim.state.grief[0, bren])
+    sim.step(idle(sim))
+    after = float(sim.state.grief[0, bren])
+    ease = tuning.mourn_relief * (0.5 + float(sim.w.traits[0, bren, 2]))
+    assert before > ease  # Bren grieves for Alda (kin): the two rules give different answers
+    expected = max(before - ease, 0.0) if linear else before * (1 - ease)
+    assert after == pytest.approx(expected, rel=1e-4)
+
+
 def test_revenge_blow_on_the_player():
     sim = make_sim()
     alda, bren, player = ent(sim, "Alda"), ent(sim, "Bren"), ent(sim, "player")
