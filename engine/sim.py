@@ -42,7 +42,7 @@ MAX_KILLS = 3  # scheduled killings per village in the training scenarios
 # the "mixed" training curriculum: how many killings an episode has (1, 2 or 3) and how often the killer
 # goes on to hunt whoever is nearest (a rampage), so that standing near a killer is really dangerous
 MIXED_KILL_COUNT_P = (0.45, 0.35, 0.2)
-MIXED_RAMPAGE_P = 0.25
+MIXED_RAMPAGE_P = Tuning().curriculum_rampage  # the default; a run sets its own with Tuning.curriculum_rampage
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,8 @@ class VillageSim:
             planned = np.arange(MAX_KILLS)[None, :] < kills[:, None]
             state.kill_tick[:] = np.where(planned, ticks, -1)
             state.kill_victim[:] = np.where(planned, victims, -1)
-            state.rampage[:] = (self.rng.random(B) < MIXED_RAMPAGE_P) * self.rng.integers(1, 3, B)  # 1-2 hunts
+            rampaging = self.rng.random(B) < self.t.curriculum_rampage
+            state.rampage[:] = rampaging * self.rng.integers(1, 3, B)  # 1-2 hunts
             if self.t.curriculum_raid > 0 and len(self._raider_cols):  # no draw when off: same trajectories
                 raided = self.rng.random(B) < self.t.curriculum_raid
                 state.raid_tick[:] = np.where(raided, self.rng.integers(lo, hi, B), -1)

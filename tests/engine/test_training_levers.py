@@ -37,6 +37,13 @@ def test_mixed_schedules_one_to_three_distinct_killings(village):
     assert MIXED_RAMPAGE_P - 0.1 < share < MIXED_RAMPAGE_P + 0.1 and sim.state.rampage.max() == 2
 
 
+def test_curriculum_rampage_share_is_a_tuning_field(village):
+    none = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_rampage=0.0))
+    every = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_rampage=1.0))
+    assert (none.state.rampage == 0).all() and (every.state.rampage >= 1).all()
+    assert (none.state.kill_tick == every.state.kill_tick).all()  # the same draws, only the share differs
+
+
 def test_curriculum_raid_schedules_raids_only_when_switched_on(village):
     off = VillageSim(village, 64, seed=4, scenario="mixed")
     assert (off.state.raid_tick == -1).all()
