@@ -89,6 +89,13 @@ class ServerConfig:
     spin_us: int = 0  # after a request, poll this long for the next before sleeping in recv (0 = never)
 
 
+def _engine_tuning(policy: Policy) -> Any:
+    """The engine tuning the policy was trained under (None: the defaults), for its sessions' minds."""
+    from npc_brains.config import policy_tuning
+
+    return policy_tuning(policy)
+
+
 def endpoint_is_local(endpoint: str) -> bool:
     """True for loopback TCP, ipc:// and inproc://; False for anything reachable from other machines."""
     scheme, _, rest = endpoint.partition("://")
@@ -209,6 +216,7 @@ class BridgeServer:
                 raise ConfigError(str(exc)) from None
         self.policy: Policy = policy
         self.store = SessionStore(self.limits, config.slots, config.session_ttl_s, config.state_dir)
+        self.store.tuning = _engine_tuning(policy)
         self.policy_root = Path(config.policy_root or Path.cwd()).resolve()
         self.endpoint: str | None = None
         self.ctx: zmq.Context | None = None
@@ -586,6 +594,7 @@ class BridgeServer:
         if self._batch:  # the batch collected so far was meant for the old policy
             self._flush()
         self.policy = job["policy"]
+        self.store.tuning = _engine_tuning(self.policy)  # sessions created from now on (open ones keep theirs)
         self.reloads += 1
         if self.config.gc_freeze:  # the new policy's objects join the start-up ones (the old are freed by refcount)
             gc.freeze()

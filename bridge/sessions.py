@@ -40,7 +40,7 @@ import numpy as np
 
 from bridge.barks import bark
 from bridge.protocol import Limits, ProtocolError, decode_array, describe
-from engine.constants import ACTION_NAMES, REACTION_NAMES, EventType, Reaction
+from engine.constants import ACTION_NAMES, REACTION_NAMES, EventType, Reaction, Tuning
 from engine.external import ExternalSim, InjectedHit, InjectedSighting
 from engine.sim import Command
 from engine.state import VillageState
@@ -490,6 +490,7 @@ class SessionStore:
         self.limits = limits
         self.slots = slots
         self.ttl_s = ttl_s
+        self.tuning: Tuning | None = None  # the serving policy's engine tuning, for the sessions created from now
         self.dir = Path(state_dir) / "sessions" if state_dir is not None else None
         self.sessions: dict[str, Session] = {}
         if self.dir is not None:
@@ -510,7 +511,7 @@ class SessionStore:
         seed = create.get("seed", 0)
         if not isinstance(seed, int) or seed < 0:
             raise ProtocolError("bad_request", f"seed: expected an integer >= 0, got {describe(seed)}")
-        sim = ExternalSim(spec, seed, self.slots)
+        sim = ExternalSim(spec, seed, self.slots, self.tuning)
         return Session(sid, create, spec, sim, deterministic=bool(create.get("deterministic", False)),
                        limits=self.limits)
 

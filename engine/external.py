@@ -7,7 +7,7 @@ witnesses, conversations) through public queues. Used by the bridge's sessions (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -16,8 +16,14 @@ from engine.events import HOW_WITNESSED
 from engine.sim import VillageSim
 from worlds import WorldSpec
 
-# The mind's simulation never damages bodies: the game resolves blows and reports health and deaths.
-MIND_TUNING = Tuning(blow_damage=0.0, blow_damage_aggression=0.0, raider_damage=0.0)
+
+def mind_tuning(base: Tuning | None = None) -> Tuning:
+    """`base` (default: the engine's defaults) with no damage: the mind's simulation never harms bodies; the game
+    resolves blows and reports health and deaths."""
+    return replace(base or Tuning(), blow_damage=0.0, blow_damage_aggression=0.0, raider_damage=0.0)
+
+
+MIND_TUNING = mind_tuning()
 LETHAL = 1e3  # damage of an injected death (as the engine's own killing blow)
 NUDGE = 1e-6  # damage of an injected attack: registers the hit (fear, anger, interruption), harms nothing
 
@@ -55,8 +61,9 @@ class ExternalSim(VillageSim):
     tests/bridge/test_sessions.py pins its behaviour.
     """
 
-    def __init__(self, spec: WorldSpec, seed: int, slots: int):
-        super().__init__(spec, 1, seed, slots=slots, max_ticks=2**62, scenario="none", tuning=MIND_TUNING,
+    def __init__(self, spec: WorldSpec, seed: int, slots: int, tuning: Tuning | None = None):
+        # tuning: the appraisal and rewards the policy was trained under (npc_brains.config.policy_tuning)
+        super().__init__(spec, 1, seed, slots=slots, max_ticks=2**62, scenario="none", tuning=mind_tuning(tuning),
                          record=True)
         self.w.raid_probability[:] = 0.0  # raids are the game's business
         self.injected_hits: list[InjectedHit] = []
@@ -165,4 +172,4 @@ class ExternalSim(VillageSim):
             s.knows_threat[0, watchers, culprit] = True
 
 
-__all__ = ["ExternalSim", "InjectedHit", "InjectedSighting", "LETHAL", "MIND_TUNING", "NUDGE"]
+__all__ = ["ExternalSim", "InjectedHit", "InjectedSighting", "LETHAL", "MIND_TUNING", "NUDGE", "mind_tuning"]

@@ -141,6 +141,15 @@ class TrainConfig:
         return out
 
 
+def policy_tuning(policy: Any) -> Any:
+    """The engine tuning a trained policy was trained under (its `--tuning` overrides), None for the defaults:
+    a policy runs, and is evaluated, in the world it learned (eval, demo, sandbox and bridge sessions)."""
+    overrides = (getattr(policy, "config", None) or {}).get("tuning") or {}
+    if not overrides:
+        return None
+    return engine_tuning(overrides)
+
+
 def engine_tuning(overrides: dict[str, Any]) -> Any:
     """The engine's `Tuning` with `overrides` applied; ConfigError names a bad key or value."""
     from engine.constants import Tuning

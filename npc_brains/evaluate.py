@@ -20,6 +20,7 @@ import numpy as np
 from engine.metrics import MetricParams, Stats, Trace, system_neural_diversity, trace_stats
 from engine.policy_api import Policy
 from engine.scenarios import Scenario, ScenarioError, run_scenario
+from npc_brains.config import policy_tuning
 from worlds import WorldSpec
 
 COMPARISONS: tuple[str, ...] = ("mappo", "scripted", "random_init", "random")
@@ -77,17 +78,6 @@ def policy_slots(policy: Any) -> int:
     if n_actions is not None:
         return max(1, (int(n_actions) - 5) // 6)
     return int(getattr(policy, "slots", None) or 4)
-
-
-def policy_tuning(policy: Any) -> Any:
-    """The engine tuning a trained policy was trained under (its `--tuning` overrides), None for the defaults:
-    a policy trained without a lever is evaluated in the world it learned."""
-    overrides = (getattr(policy, "config", None) or {}).get("tuning") or {}
-    if not overrides:
-        return None
-    from npc_brains.config import engine_tuning
-
-    return engine_tuning(overrides)
 
 
 def fresh_policy(net: dict[str, Any], env: dict[str, Any], *, config: dict[str, Any] | None = None, seed: int = 0,

@@ -19,7 +19,7 @@ from engine.policy_api import Policy
 from engine.sim import COMMAND_OPS, VillageSim
 from sandbox import editor
 from sandbox.feed import EDIT, INFO, Feed
-from sandbox.policy import PolicyError, PolicySource, policy_slots, resolve_policy
+from sandbox.policy import PolicyError, PolicySource, policy_slots, policy_tuning, resolve_policy
 from sandbox.session import CommandRecord, Session, state_digest
 from worlds import ROLES, WorldError, WorldSpec, load_world, save_world
 
@@ -63,7 +63,7 @@ class SandboxModel:
         self.policy = self.source.make(self.seed, self.slots)
         self.slots = policy_slots(self.policy) or self.slots  # a trained policy fixes K
         self.sim = VillageSim(self.spec, 1, self.seed, slots=self.slots, max_ticks=ENDLESS,
-                              scenario=self.scenario, record=True)
+                              scenario=self.scenario, record=True, tuning=policy_tuning(self.policy))
         expected = getattr(self.policy, "obs_dim", None)
         if isinstance(expected, int) and expected != self.sim.obs.shape[-1]:
             raise PolicyError(f"policy {self.source.name!r} needs {self.slots} observation slots, but this world "

@@ -82,7 +82,10 @@ def run(args: argparse.Namespace) -> int:
     scenario = args.scenario
     if scenario == "auto":
         scenario = "world" if world.events else "random_kill"
-    tl = run_timeline(world, policy, ticks=args.ticks, seed=args.seed, scenario=scenario, slots=slots)
+    from npc_brains.config import policy_tuning
+
+    tl = run_timeline(world, policy, ticks=args.ticks, seed=args.seed, scenario=scenario, slots=slots,
+                      tuning=policy_tuning(policy))  # the world the policy learned in
     if note:
         tl.notes.append(note)
     summary = summarize(tl)

@@ -190,3 +190,16 @@ def test_close_deletes_the_snapshot(tmp_path, world_text):
     assert not list((tmp_path / "sessions").glob("*.npz"))
     with pytest.raises(ProtocolError):
         store.get(session.id)
+
+
+def test_sessions_run_the_minds_under_the_serving_policys_tuning(tmp_path, world_text):
+    """A policy trained with `--tuning` overrides meets the appraisal it learned; the mind still never harms."""
+    from npc_brains.config import engine_tuning
+
+    store = _store(tmp_path)
+    plain = store.create({"world": world_text})
+    store.tuning = engine_tuning({"mourn_ticks": 4, "mourn_relief_linear": True, "blow_damage": 0.9})
+    tuned = store.create({"world": world_text})
+    assert plain.sim.t.mourn_ticks == 6 and not plain.sim.t.mourn_relief_linear
+    assert tuned.sim.t.mourn_ticks == 4 and tuned.sim.t.mourn_relief_linear
+    assert tuned.sim.t.blow_damage == 0.0 == plain.sim.t.blow_damage  # bodies are the game's business

@@ -47,3 +47,15 @@ def test_bad_files_name_the_field(tmp_path, text, field):
         load_session(path)
     assert str(path) in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_the_sandbox_runs_a_trained_policy_under_its_training_tuning(village, random_policy):
+    from sandbox.model import SandboxModel
+    from sandbox.policy import policy_tuning
+
+    assert policy_tuning(random_policy) is None  # baselines and plain policies: the engine's defaults
+    random_policy.config = {"tuning": {"mourn_ticks": 4}}
+    tuning = policy_tuning(random_policy)
+    assert tuning is not None and tuning.mourn_ticks == 4
+    model = SandboxModel(village, policy=random_policy)
+    assert model.sim.t.mourn_ticks == 4
