@@ -112,7 +112,11 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
                 continue
             out.append(("random_init", fresh))
         else:
-            out.append((name, get_baseline(name, seed=seed)))
+            baseline = get_baseline(name, seed=seed)
+            overrides = (getattr(main, "config", None) or {}).get("tuning")
+            if overrides:  # rules and random actions have no world of their own: they run in the main policy's
+                baseline.config = {"tuning": dict(overrides)}
+            out.append((name, baseline))
     return out
 
 

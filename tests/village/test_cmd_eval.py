@@ -140,3 +140,17 @@ def test_the_bundled_policy_meets_the_thresholds(capsys: pytest.CaptureFixture[s
     assert scope == "held-out generated worlds"
     failed = [(c.name, c.value, c.target) for c in checks if c.passed is not True]
     assert not failed, failed
+
+
+def test_rule_and_random_baselines_run_in_the_checked_policys_world() -> None:
+    from npc_brains.config import policy_tuning
+    from village.cmd_eval import _comparisons
+
+    class Trained:
+        name = "trained"
+        config = {"tuning": {"mourn_ticks": 4}}
+
+    out = dict(_comparisons(["scripted", "random"], "trained", Trained(), 0, []))
+    assert policy_tuning(out["scripted"]).mourn_ticks == 4 and policy_tuning(out["random"]).mourn_ticks == 4
+    plain = dict(_comparisons(["scripted"], "other", object(), 0, []))
+    assert policy_tuning(plain["scripted"]) is None
