@@ -25,6 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 WORLDS = "village-v1,generated:12:1,generated:12:2,generated:12:3,generated:12:4"
 
+# the bundled policy's engine overrides (docs/training.md): every run starts from them, a lever's flags come after
+BUNDLED_TUNING = ["--tuning", "mourn_ticks=4", "--tuning", "mourn_relief_linear=true", "--tuning", "mourn_relief=0.1",
+                  "--tuning", "curriculum_rampage=0.4"]
+
 # lever -> (what it is, the `village train` flags that switch it off)
 LEVERS: dict[str, tuple[str, list[str]]] = {
     "alive": ("being alive is worth something (w_alive 3, death_penalty 10)",
@@ -40,7 +44,10 @@ LEVERS: dict[str, tuple[str, list[str]]] = {
     "entity_head": ("entity (slot-wise) policy head", ["--no-slot-head"]),
     "work_leisure": ("work worth 2 x diligence, free time 1 x (1 - diligence)",
                      ["--tuning", "w_work=1.0", "--tuning", "w_leisure=0.0"]),
-    "mourn_relief": ("mourning relieves 20% of grief per tick (was 12%)", ["--tuning", "mourn_relief=0.12"]),
+    "grief_work": ("four-tick mourning easing a fixed amount of grief per tick (was six ticks easing 20% of it)",
+                   ["--tuning", "mourn_ticks=6", "--tuning", "mourn_relief_linear=false",
+                    "--tuning", "mourn_relief=0.2"]),
+    "rampage_share": ("rampages in 40% of the training villages (was 25%)", ["--tuning", "curriculum_rampage=0.25"]),
 }
 METRICS = ("mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "diversity")
 
@@ -51,7 +58,7 @@ def train(run_dir: Path, flags: list[str], steps: int, seed: int, threads: int) 
         return 0.0
     cmd = [sys.executable, "-m", "village", "train", "--world", WORLDS, "--algo", "drmas", "--steps", str(steps),
            "--seed", str(seed), "--threads", str(threads), "--run-dir", str(run_dir), "--no-progress",
-           "--overwrite", *flags]
+           "--overwrite", *BUNDLED_TUNING, *flags]
     print("$ " + " ".join(cmd[2:]), flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT)
