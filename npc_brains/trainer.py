@@ -143,14 +143,14 @@ class Collector:
                     probs_b[t] = torch.softmax(logits, -1)  # = exp(logp_all), without exp's slow masked entries
                 alive_before = info["alive"]
                 self.obs, reward, term, trunc, self.info = env.step(a.cpu().numpy())
-                if self.bootstrap_truncated and "final_obs" in self.info:
+                # (an env that reports no final observation and state, as the village's vector env does, is
+                # not bootstrapped: the centralised critic would have nothing to value)
+                if self.bootstrap_truncated and "final_obs" in self.info and "final_state" in self.info:
                     rows = np.flatnonzero(np.asarray(trunc) & alive_before)
                     if len(rows):
-                        final_state = self.info.get("final_state")
                         village = rows // env.num_agents
                         cut.append((t, rows, np.asarray(self.info["final_obs"])[rows],
-                                    np.zeros((len(rows), S), np.float32) if final_state is None
-                                    else np.asarray(final_state, np.float32)[village]))
+                                    np.asarray(self.info["final_state"], np.float32)[village]))
                 rew_b[t] = torch.from_numpy(np.asarray(reward, np.float32)).to(dev)
                 done_b[t] = torch.from_numpy(np.asarray(term) | np.asarray(trunc)).to(dev)
                 if "episode_returns" in self.info:
