@@ -143,8 +143,8 @@ class Collector:
                     probs_b[t] = torch.softmax(logits, -1)  # = exp(logp_all), without exp's slow masked entries
                 alive_before = info["alive"]
                 self.obs, reward, term, trunc, self.info = env.step(a.cpu().numpy())
-                # (an env that reports no final observation and state, as the village's vector env does, is
-                # not bootstrapped: the centralised critic would have nothing to value)
+                # only an env that reports the final observation and state (the village's does) is bootstrapped:
+                # without them the centralised critic would have nothing to value
                 if self.bootstrap_truncated and "final_obs" in self.info and "final_state" in self.info:
                     rows = np.flatnonzero(np.asarray(trunc) & alive_before)
                     if len(rows):
