@@ -37,6 +37,7 @@ from bridge.blas import set_blas_threads
 from bridge.policies import BASELINE_NAMES, PolicyLoadError, layout, load_policy, probe
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
+from npc_brains.config import policy_tuning
 from npc_brains.policy_api import Policy
 from worlds import WorldError
 
@@ -87,13 +88,6 @@ class ServerConfig:
     blas_threads: int | None = 1  # numpy's OpenBLAS threads while serving (bridge/blas.py); None: leave as is
     gc_freeze: bool = True  # move the start-up objects out of the collector's sight before serving
     spin_us: int = 0  # after a request, poll this long for the next before sleeping in recv (0 = never)
-
-
-def _engine_tuning(policy: Policy) -> Any:
-    """The engine tuning the policy was trained under (None: the defaults), for its sessions' minds."""
-    from npc_brains.config import policy_tuning
-
-    return policy_tuning(policy)
 
 
 def endpoint_is_local(endpoint: str) -> bool:
@@ -216,7 +210,7 @@ class BridgeServer:
                 raise ConfigError(str(exc)) from None
         self.policy: Policy = policy
         self.store = SessionStore(self.limits, config.slots, config.session_ttl_s, config.state_dir)
-        self.store.tuning = _engine_tuning(policy)
+        self.store.tuning = policy_tuning(policy)  # its sessions' minds run in the world it learned
         self.policy_root = Path(config.policy_root or Path.cwd()).resolve()
         self.endpoint: str | None = None
         self.ctx: zmq.Context | None = None
@@ -594,7 +588,7 @@ class BridgeServer:
         if self._batch:  # the batch collected so far was meant for the old policy
             self._flush()
         self.policy = job["policy"]
-        self.store.tuning = _engine_tuning(self.policy)  # sessions created from now on (open ones keep theirs)
+        self.store.tuning = policy_tuning(self.policy)  # sessions created from now on (open ones keep theirs)
         self.reloads += 1
         if self.config.gc_freeze:  # the new policy's objects join the start-up ones (the old are freed by refcount)
             gc.freeze()

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.constants import Tuning
 from engine.policy_api import Policy
+from npc_brains.config import policy_tuning  # the sandbox runs a trained policy in the world it learned
+
+__all__ = ["PolicyError", "PolicySource", "policy_slots", "policy_tuning", "reseed", "resolve_policy"]
 
 
 class PolicyError(ValueError):
@@ -68,16 +70,6 @@ def policy_slots(policy: object) -> int | None:
         raise PolicyError(f"policy {getattr(policy, 'name', '?')!r}: observation width {obs_dim} does not "
                           f"match this engine's layout ({len(SELF_FEATURES)} + K*{len(SLOT_FEATURES)})")
     return k
-
-
-def policy_tuning(policy: Policy) -> Tuning | None:
-    """The engine tuning a trained policy was trained under (None: the defaults, and for the baselines): the
-    sandbox runs a policy in the world it learned."""
-    if not (getattr(policy, "config", None) or {}).get("tuning"):
-        return None
-    from npc_brains.config import policy_tuning as trained_tuning
-
-    return trained_tuning(policy)
 
 
 def _baseline(name: str) -> Callable[[int, int], Policy]:
