@@ -857,9 +857,10 @@ class VillageSim:
                         continue
                     victim = int(living[self.rng.integers(len(living))])
                 self.commands.append(Command(b, player, "kill", victim))
-            raid_due = np.flatnonzero(s.raid_tick == s.tick)
-            if len(raid_due):
-                self._start_raid(raid_due)
+            if self.t.curriculum_raid > 0:  # off by default: nothing added to the tick
+                raid_due = np.flatnonzero(s.raid_tick == s.tick)
+                if len(raid_due):
+                    self._start_raid(raid_due)
 
     def _apply_commands(self) -> None:
         s, N = self.state, self.N
