@@ -55,7 +55,7 @@ from bridge import protocol as P  # noqa: E402
 from bridge.blas import set_blas_threads  # noqa: E402
 from bridge.client import BridgeClient  # noqa: E402
 from bridge.policies import PolicyLoadError, layout, load_policy  # noqa: E402
-from bridge.server import ServerConfig  # noqa: E402
+from bridge.server import ServerConfig, spin_until_readable  # noqa: E402
 
 # the forwards measured here run with the BLAS threads the bridge serves with (bridge/blas.py)
 BLAS_THREADS = ServerConfig().blas_threads
@@ -107,9 +107,7 @@ def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | No
     spin_s = spin_us / 1e6
     while True:
         if spin_s:
-            deadline = time.perf_counter() + spin_s
-            while not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN and time.perf_counter() < deadline:
-                pass  # the same readiness check as the bridge's _spin
+            spin_until_readable(sock, spin_s)  # exactly as the bridge waits
         frames = sock.recv_multipart()
         msg = P.unpack(frames[-1])
         if msg.get("op") == "quit":

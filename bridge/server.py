@@ -90,6 +90,16 @@ class ServerConfig:
     spin_us: int = 0  # after a request, poll this long for the next before sleeping in recv (0 = never)
 
 
+def spin_until_readable(sock: zmq.Socket, seconds: float) -> None:
+    """Poll `sock` for up to `seconds` (a client that just got its reply usually sends the next request within
+    a round trip): the loop stays on the CPU with its caches warm instead of being woken. `--spin-us`."""
+    clock = time.perf_counter
+    deadline = clock() + seconds
+    while clock() < deadline:
+        if sock.getsockopt(_EVENTS) & _POLLIN:
+            return
+
+
 def endpoint_is_local(endpoint: str) -> bool:
     """True for loopback TCP, ipc:// and inproc://; False for anything reachable from other machines."""
     scheme, _, rest = endpoint.partition("://")
@@ -342,7 +352,7 @@ class BridgeServer:
                     sock.setsockopt(zmq.RCVTIMEO, wait_ms)
                     timeout_ms = wait_ms
                 if spin_s and busy and not self._batch:
-                    self._spin(spin_s)
+                    spin_until_readable(sock, spin_s)
                 try:
                     frames = self._recv(0)
                 except zmq.Again:
@@ -366,15 +376,6 @@ class BridgeServer:
             self.sock = None
             self._close_ctx()
             log.info("stopped", extra={"sessions": len(self.store)})
-
-    def _spin(self, seconds: float) -> None:
-        """Poll the socket for up to `seconds` (a client that just got its reply usually sends the next
-        request within a round trip): the loop stays on the CPU with its caches warm instead of being woken."""
-        sock, clock = self.sock, time.perf_counter
-        deadline = clock() + seconds
-        while clock() < deadline:
-            if sock.getsockopt(_EVENTS) & _POLLIN:
-                return
 
     def run_in_thread(self) -> str:
         """start() and serve in a daemon thread (tests, embedding); returns the endpoint."""
