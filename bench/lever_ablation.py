@@ -26,17 +26,24 @@ ROOT = Path(__file__).resolve().parent.parent
 WORLDS = "village-v1,generated:12:1,generated:12:2,generated:12:3,generated:12:4"
 
 
-def bundled_tuning_flags() -> list[str]:
-    """The bundled policy's engine overrides (docs/training.md) as `--tuning` flags, read from the policy file,
-    which stores them: every run starts from them, and a lever's flags come after (the last value wins)."""
+def bundled_flags() -> list[str]:
+    """The bundled policy's engine overrides (docs/training.md) as `--tuning` flags, and its update shape
+    (`--epochs`, `--minibatches`), read from the policy file, which stores them: every run starts from them,
+    and a lever's flags come after (the last value wins)."""
     from npc_brains.checkpoint import load_checkpoint
     from npc_brains.runtime import DEFAULT_POLICY
 
     if not DEFAULT_POLICY.is_file():
         return []
-    tuning = load_checkpoint(DEFAULT_POLICY)["config"].get("tuning") or {}
-    return [flag for name, value in tuning.items()
-            for flag in ("--tuning", f"{name}={str(value).lower() if isinstance(value, bool) else value}")]
+    config = load_checkpoint(DEFAULT_POLICY)["config"]
+    tuning = config.get("tuning") or {}
+    flags = [flag for name, value in tuning.items()
+             for flag in ("--tuning", f"{name}={str(value).lower() if isinstance(value, bool) else value}")]
+    for name in ("epochs", "minibatches"):
+        if config.get(name):
+            flags += [f"--{name}", str(config[name])]
+    return flags
+
 
 # lever -> (what it is, the `village train` flags that switch it off)
 LEVERS: dict[str, tuple[str, list[str]]] = {
@@ -67,7 +74,7 @@ def train(run_dir: Path, flags: list[str], steps: int, seed: int, threads: int) 
         return 0.0
     cmd = [sys.executable, "-m", "village", "train", "--world", WORLDS, "--algo", "drmas", "--steps", str(steps),
            "--seed", str(seed), "--threads", str(threads), "--run-dir", str(run_dir), "--no-progress",
-           "--overwrite", *bundled_tuning_flags(), *flags]
+           "--overwrite", *bundled_flags(), *flags]
     print("$ " + " ".join(cmd[2:]), flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=ROOT)

@@ -59,8 +59,10 @@ class TrainConfig:
     threads: int = 0  # torch CPU threads; 0 = auto (1 per thread of work when double buffering on CPU)
     # --- PPO (shared by all algorithms)
     rollout: int = 64  # ticks collected per update (rows per update = envs * num_agents * rollout)
-    epochs: int = 4
-    minibatches: int = 4
+    # the update's shape; 0 = auto (update_shape): one epoch on CPU, where the update is what limits
+    # throughput, four on CUDA, where the environment is; minibatches for 16 gradient steps per update
+    epochs: int = 0
+    minibatches: int = 0
     lr: float = 3e-4
     lr_final_frac: float = 0.1  # cosine decay from lr to lr * lr_final_frac
     gamma: float = 0.99
@@ -141,6 +143,22 @@ class TrainConfig:
         return out
 
 
+GRADIENT_STEPS = 16  # optimiser steps per update when --minibatches is auto
+
+
+def update_shape(cfg: TrainConfig, device_type: str) -> tuple[int, int]:
+    """(epochs, minibatches) with 0 = auto filled in for a device type ("cpu" or "cuda").
+
+    Both defaults take 16 gradient steps per update, which is what finds revenge and flight in the village
+    (two epochs of two minibatches do not; docs/training.md). On CPU each row is used once: the update's
+    arithmetic, not the environment, sets the throughput there, and one epoch of 16 minibatches learns the
+    same reactions as four epochs of four at equal wall-clock. On CUDA the update is cheap and the
+    environment is the bottleneck, so rows are reused four times (four epochs of four)."""
+    epochs = cfg.epochs or (1 if device_type == "cpu" else 4)
+    minibatches = cfg.minibatches or max(1, GRADIENT_STEPS // epochs)
+    return epochs, minibatches
+
+
 def policy_tuning(policy: Any) -> Any:
     """The engine tuning a trained policy was trained under (its `--tuning` overrides), None for the defaults:
     a policy runs, and is evaluated, in the world it learned (eval, demo, sandbox and bridge sessions)."""
@@ -189,7 +207,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(cfg.scenario in SCENARIOS, "scenario", f"one of {', '.join(SCENARIOS)}", cfg.scenario)
     _check(cfg.device in DEVICES or cfg.device.startswith("cuda:"), "device", "auto, cpu, cuda or cuda:N",
            cfg.device)
-    for name in ("steps", "rollout", "epochs", "minibatches", "hidden", "intent_dim", "slots",
+    for name in ("steps", "rollout", "hidden", "intent_dim", "slots",
                  "max_ticks", "checkpoint_every", "policy_delay", "monitor_window", "bad_epochs",
                  "sync_probe", "contrastive_samples"):
         value = getattr(cfg, name)
@@ -221,6 +239,10 @@ def validate(cfg: TrainConfig) -> None:
            "an integer >= 0", cfg.shaping_anneal)
     _check(isinstance(cfg.envs, int) and not isinstance(cfg.envs, bool) and cfg.envs >= 0, "envs",
            "an integer >= 0 (0 = auto)", cfg.envs)
+    for name in ("epochs", "minibatches"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, int) and not isinstance(value, bool) and value >= 0, name,
+               "an integer >= 0 (0 = auto)", value)
     _check(isinstance(cfg.threads, int) and not isinstance(cfg.threads, bool) and cfg.threads >= 0, "threads",
            "an integer >= 0 (0 = auto)", cfg.threads)
     _check(isinstance(cfg.coop_every, int) and cfg.coop_every >= 0, "coop_every", "an integer >= 0",

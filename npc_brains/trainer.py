@@ -38,7 +38,7 @@ from npc_brains.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from npc_brains.config import ConfigError, TrainConfig, config_from_dict
+from npc_brains.config import ConfigError, TrainConfig, config_from_dict, update_shape
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
 from npc_brains.networks import Actor, Brain, NetSpec
@@ -198,8 +198,10 @@ class Trainer:
         if cfg.envs == 0:
             n_agents, episode_len = agents_and_episode_len(cfg)
             cfg = dataclasses.replace(cfg, envs=auto_envs(cfg, n_agents, episode_len))
-        self.cfg = cfg
         self.device = pick_device(cfg.device)
+        epochs, minibatches = update_shape(cfg, self.device.type)
+        cfg = dataclasses.replace(cfg, epochs=epochs, minibatches=minibatches)
+        self.cfg = cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         elif self.device.type == "cpu" and cfg.double_buffer:

@@ -31,6 +31,8 @@ HELP = {
     "run_dir": "where metrics.jsonl, checkpoints/ and policy.pt go",
     "checkpoint_every": "write checkpoints/last.pt every this many updates",
     "rollout": "ticks collected per update",
+    "epochs": "PPO epochs over each batch (0 = auto: 1 on CPU, 4 on CUDA)",
+    "minibatches": "minibatches per epoch (0 = auto: 16 gradient steps per update, i.e. 16 / epochs)",
     "central_critic": "centralised critic on the village's global state (MAPPO, Dr. MAS)",
     "value_norm": "running normalisation of value targets",
     "adv_norm": "advantage normalisation: none | global | agent (Dr. MAS) | role",

@@ -6,10 +6,10 @@ import json
 import numpy as np
 import pytest
 
-from npc_brains.config import PRESETS, ConfigError, TrainConfig, config_from_dict
+from npc_brains.config import PRESETS, ConfigError, TrainConfig, config_from_dict, update_shape
 from npc_brains.envs import EnvError
 from npc_brains.metrics import read_metrics
-from npc_brains.trainer import Trainer
+from npc_brains.trainer import Trainer, config_from_checkpoint
 
 TINY = "tests.npc_brains.tiny_env:make_env"
 
@@ -53,8 +53,9 @@ def test_every_optional_path_runs_on_a_pettingzoo_env(tmp_path):
 
 
 def test_learns_the_tiny_matching_task(tmp_path):
-    """Random play earns ~2.7 per 8-step episode; the trained policy must clearly beat 5.5."""
-    cfg = TrainConfig(env=TINY, algo="drmas", steps=15_000, envs=16, rollout=16, run_dir=str(tmp_path),
+    """Random play earns ~2.7 per 8-step episode; the trained policy must clearly beat 5.5. (The CPU default
+    uses each row once, so it needs more rows than four epochs would: 30k reach about 7.6, 15k about 5.3.)"""
+    cfg = TrainConfig(env=TINY, algo="drmas", steps=30_000, envs=16, rollout=16, run_dir=str(tmp_path),
                       device="cpu", seed=1)
     Trainer(cfg).train()
     rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if r.get("episode_return_mean") is not None]
@@ -94,6 +95,28 @@ def test_same_seed_same_run(tmp_path):
         return [(r["step"], r.get("episode_return_mean"), round(r["value_loss"], 6))
                 for r in read_metrics(tmp_path / sub / "metrics.jsonl") if "update" in r and "event" not in r]
     assert run("a") == run("b")
+
+
+def test_update_shape_auto_takes_16_gradient_steps_and_one_epoch_on_cpu():
+    auto = TrainConfig()
+    assert update_shape(auto, "cpu") == (1, 16)
+    assert update_shape(auto, "cuda") == (4, 4)
+    assert update_shape(TrainConfig(epochs=2), "cpu") == (2, 8)
+    assert update_shape(TrainConfig(epochs=32), "cuda") == (32, 1)
+    assert update_shape(TrainConfig(minibatches=3), "cpu") == (1, 3)
+    assert update_shape(TrainConfig(epochs=4, minibatches=4), "cpu") == (4, 4)
+    with pytest.raises(ConfigError, match="epochs: expected an integer >= 0"):
+        TrainConfig(epochs=-1)
+
+
+def test_the_trainer_records_the_update_shape_it_resolved(tmp_path):
+    tr = Trainer(_small(tmp_path, epochs=0, minibatches=0), tensorboard=False)
+    assert (tr.cfg.epochs, tr.cfg.minibatches) == (1, 16)
+    tr.train()
+    # a resumed run keeps the shape it started with, whatever device resumes it
+    stored = config_from_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    assert (stored.epochs, stored.minibatches) == (1, 16)
+    assert update_shape(stored, "cuda") == (1, 16)
 
 
 def test_world_pool_needs_same_size(tmp_path):
