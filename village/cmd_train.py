@@ -170,7 +170,8 @@ def run(args: argparse.Namespace) -> int:
     c = trainer.cfg
     where = c.env if c.env else c.world
     print(f"village train: {c.algo} on {where}, {trainer.B} envs x {trainer.N} agents, {trainer.total_updates} "
-          f"updates of {trainer.rows_per_update} NPC-steps, device {trainer.device}"
+          f"updates of {trainer.rows_per_update} NPC-steps ({c.epochs} epoch{'s' if c.epochs != 1 else ''} x "
+          f"{c.minibatches} minibatches), device {trainer.device}"
           + (f", resuming at step {trainer.global_step}" if resume else ""), file=sys.stderr)
     start = time.perf_counter()
     result = trainer.train()
