@@ -7,7 +7,7 @@
                 │     values (current critic) -> shaping -> GAE -> value norm -> per-agent advantage norm
                 │     PPO epochs: clipped surrogate + value + entropy + KL-to-teacher + InfoNCE (+ replay rows)
                 │     gradient-conflict probe, teacher EMA
-                │     (on CPU the critic's half of each minibatch runs on a second thread once the collector is done)
+                │     (on CPU each minibatch is cut in halves, the second on another core once the collector is done)
                 ├─ StabilityMonitor.end_epoch() -> rollback to the last good state + adjustment
                 └─ metrics.jsonl, checkpoints (atomic), progress bar
 
@@ -232,6 +232,7 @@ class Trainer:
                             slot_layout(env) if cfg.slot_head else ())
         self.brain = Brain(self.spec, bool(cfg.value_norm)).to(self.device)
         params = [p for n, p in self.brain.named_parameters() if not n.startswith("teacher.")]
+        self._grad_params = [p for p in params if p.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5)
         self.actor_params = [p for n, p in self.brain.actor.named_parameters() if not n.startswith("runtime_value")]
         self.clip_actor = list(self.brain.actor.parameters())
@@ -259,7 +260,9 @@ class Trainer:
         self.agent_weight = maths.constraint_weights(self.N, None, cfg.constraint_many_agents, 1.0).to(dev)
         self.agent_priority = torch.ones(self.N, device=dev)
         self.old: dict[str, torch.Tensor] | None = None  # previous batch, for the replay mix
-        self._critic_pool: ThreadPoolExecutor | None = None  # see _critic_worker
+        self._pool: ThreadPoolExecutor | None = None  # see _second_thread
+        # minibatches cut in two halves that can run on two cores (_minibatch_backward)
+        self._split_minibatches = self.device.type == "cpu" and torch.get_num_threads() == 1
         self._collecting: Future | None = None  # the double-buffered collection running during learn()
         env_seed = cfg.seed
         if resume_ckpt is not None:
@@ -474,26 +477,14 @@ class Trainer:
                 if mb.numel() < 2:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
-                # the critic's loss reaches only the critic's parameters and the actor's loss only the actor's:
-                # two backward passes give the gradients of their sum, and the critic's can run on another core
-                obs_mb = flat["obs"].index_select(0, mb)
-                # (only once the double-buffered collector is done with its core: three busy threads on two
-                # cores, all wanting the GIL, are slower than two)
-                worker = self._critic_worker() if self._collecting is None or self._collecting.done() else None
-                critic_job = (worker.submit(self._critic_backward, flat, mb, obs_mb, is_weight, batch)
-                              if worker is not None else None)
-                out = self._minibatch_loss(flat, mb, obs_mb, is_weight, update_policy, n_old, pairs, batch)
-                out["loss"].backward()
-                out["value_loss"] = (critic_job.result() if critic_job is not None
-                                     else self._critic_backward(flat, mb, obs_mb, is_weight, batch))
+                out = self._minibatch_backward(flat, mb, is_weight, update_policy, n_old, pairs, batch)
                 # actor and critic clipped separately: a large value gradient must not shrink the policy's
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.clip_actor, cfg.max_grad_norm)
                 torch.nn.utils.clip_grad_norm_(self.clip_critic, cfg.max_grad_norm)
                 self.optimizer.step()
-                out["grad_norm"] = grad_norm
+                out["grad_norm"] = float(grad_norm)
                 for k, v in out.items():
-                    if k != "loss":
-                        sums[k] = sums.get(k, 0.0) + float(v)
+                    sums[k] = sums.get(k, 0.0) + v
                 count += 1
         for k, v in sums.items():
             stats[k] = v / max(count, 1)
@@ -546,21 +537,70 @@ class Trainer:
             return None
         return torch.stack([anchor, positive], 1)
 
-    def _critic_worker(self) -> ThreadPoolExecutor | None:
-        """A second thread for the critic's half of each minibatch, on CPU when torch runs one intra-op thread
-        and there is a core for it (the double-buffered collector shares the cores: the OS balances the three)."""
-        if self._critic_pool is None and self.device.type == "cpu" and torch.get_num_threads() == 1 \
-                and (os.cpu_count() or 1) > 1:
-            self._critic_pool = ThreadPoolExecutor(1, thread_name_prefix="critic")
-        return self._critic_pool
+    def _second_thread(self) -> ThreadPoolExecutor | None:
+        """A second thread for half of each minibatch, on CPU when torch runs one intra-op thread and there is
+        a core for it (the double-buffered collector shares the cores: the OS balances the three)."""
+        if self._pool is None and self._split_minibatches and (os.cpu_count() or 1) > 1:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="learner")
+        return self._pool
+
+    def _minibatch_backward(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, is_weight: torch.Tensor,
+                            update_policy: bool, n_old: int, pairs: torch.Tensor | None, batch: Batch
+                            ) -> dict[str, float]:
+        """Accumulates the gradient of minibatch mb's loss (the actor's + vf_coef x the critic's) into the
+        parameters; returns the minibatch's statistics.
+
+        On CPU with one intra-op thread the minibatch is cut in two halves, each loss weighted by its share of
+        the rows, so their gradients sum to the whole minibatch's. The second half runs on a second core once
+        the double-buffered collector is done with it (three busy threads on two cores, all wanting the GIL,
+        are slower than two), else after the first on this thread. Its gradient is added after the first's
+        either way, so a run's numbers do not depend on that timing."""
+        n_rows = mb.numel()
+        parts = [mb]
+        if self._split_minibatches and n_old == 0 and n_rows >= 4:
+            parts = [mb[:n_rows // 2], mb[n_rows // 2:]]
+        worker = (self._second_thread() if len(parts) == 2
+                  and (self._collecting is None or self._collecting.done()) else None)
+        job = None
+        if worker is not None:
+            job = worker.submit(self._part_loss, flat, parts[1], is_weight, update_policy, n_old, None, batch,
+                                parts[1].numel() / n_rows, True)
+        loss, stats = self._part_loss(flat, parts[0], is_weight, update_policy, n_old, pairs, batch,
+                                      parts[0].numel() / n_rows, False)
+        loss.backward()
+        if len(parts) == 2:
+            grads, more = (job.result() if job is not None else
+                           self._part_loss(flat, parts[1], is_weight, update_policy, n_old, None, batch,
+                                           parts[1].numel() / n_rows, True))
+            for p, g in zip(self._grad_params, grads, strict=True):
+                if g is not None:
+                    p.grad = g if p.grad is None else p.grad.add_(g)
+            for k, v in more.items():
+                stats[k] = stats.get(k, 0.0) + v
+        return stats
+
+    def _part_loss(self, flat: dict[str, torch.Tensor], rows: torch.Tensor, is_weight: torch.Tensor,
+                   update_policy: bool, n_old: int, pairs: torch.Tensor | None, batch: Batch, share: float,
+                   as_grads: bool) -> Any:
+        """The loss of `rows`, a `share` of their minibatch (its row means weighted by the share; the
+        contrastive term, drawn only with `pairs`, counts whole), and its statistics weighted the same way.
+        Returns (loss, stats), or (the loss's gradients w.r.t. the trained parameters, stats) with as_grads."""
+        obs = flat["obs"].index_select(0, rows)
+        out = self._minibatch_loss(flat, rows, obs, is_weight, update_policy, n_old, pairs, batch, share)
+        v_loss = self._critic_loss(flat, rows, obs, is_weight, batch)
+        loss = out.pop("loss") + (self.cfg.vf_coef * share) * v_loss
+        stats = {k: float(v) * (1.0 if k == "infonce" else share) for k, v in out.items()}
+        stats["value_loss"] = float(v_loss.detach()) * share
+        if not as_grads:
+            return loss, stats
+        return torch.autograd.grad(loss, self._grad_params, allow_unused=True), stats
 
     def _value_target(self, ret: torch.Tensor) -> torch.Tensor:
         return self.brain.value_norm.normalize(ret) if self.brain.value_norm is not None else ret
 
-    def _critic_backward(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, obs: torch.Tensor,
-                         is_weight: torch.Tensor, batch: Batch) -> torch.Tensor:
-        """Value loss of the minibatch's new rows (replayed rows carry stale targets); accumulates
-        vf_coef * its gradient into the critic's parameters and returns the loss (detached)."""
+    def _critic_loss(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, obs: torch.Tensor,
+                     is_weight: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Value loss of the minibatch's new rows (replayed rows carry stale targets)."""
         cfg, brain = self.cfg, self.brain
         ret = flat["returns"].index_select(0, mb)
         v_old = flat["values"].index_select(0, mb)
@@ -573,14 +613,14 @@ class Trainer:
             v_err = torch.maximum((v - target) ** 2, (v_clipped - target) ** 2)
         else:
             v_err = (v - target) ** 2
-        v_loss = 0.5 * (v_err * is_weight.index_select(0, mb)).mean()
-        (cfg.vf_coef * v_loss).backward()
-        return v_loss.detach()
+        return 0.5 * (v_err * is_weight.index_select(0, mb)).mean()
 
     def _minibatch_loss(self, flat: dict[str, torch.Tensor], mb: torch.Tensor, obs: torch.Tensor,
                         is_weight: torch.Tensor, update_policy: bool, n_old: int, pairs: torch.Tensor | None,
-                        batch: Batch) -> dict[str, torch.Tensor]:
-        """The actor's loss on minibatch mb (obs = its rows of flat["obs"]); the critic's is _critic_backward."""
+                        batch: Batch, share: float = 1.0) -> dict[str, torch.Tensor]:
+        """The actor's loss on rows mb (obs = its rows of flat["obs"]), its row means weighted by `share` (the
+        rows' part of their minibatch); the contrastive term, drawn only with `pairs`, counts whole. The
+        critic's is _critic_loss."""
         cfg, brain, dev = self.cfg, self.brain, self.device
         def rows(t: torch.Tensor) -> torch.Tensor:
             return t.index_select(0, mb)
@@ -628,6 +668,7 @@ class Trainer:
         runtime_v = brain.actor.runtime_value(adapted[:n_new].detach()).squeeze(-1)
         rv_loss = 0.5 * ((runtime_v - target) ** 2).mean()
         loss = cfg.vf_coef * rv_loss
+        contrastive = None
         out["entropy"] = entropy.mean().detach()
         out["policy_loss"] = pg_loss.detach()
         if update_policy:
@@ -644,8 +685,11 @@ class Trainer:
                 z = brain.actor.encoder.project(brain.actor.encoder(flat_obs.index_select(0, sel.reshape(-1))))
                 z = z.reshape(k, 2, -1)
                 nce = maths.info_nce(z[:, 0], z[:, 1], cfg.contrastive_temperature)
-                loss = loss + cfg.contrastive * nce
+                contrastive = cfg.contrastive * nce
                 out["infonce"] = nce.detach()
+        loss = share * loss if share != 1.0 else loss
+        if contrastive is not None:
+            loss = loss + contrastive
         out["loss"] = loss
         return out
 
@@ -828,9 +872,9 @@ class Trainer:
                 executor.shutdown(wait=True, cancel_futures=True)
             self.collector.stop.clear()
             self._collecting = None
-            if self._critic_pool is not None:
-                self._critic_pool.shutdown(wait=True)
-                self._critic_pool = None
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
             bar.close()
             writer.close()
         seconds = time.perf_counter() - start
