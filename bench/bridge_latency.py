@@ -10,7 +10,9 @@ Measures, side by side:
   3. the bridge's `act` for 1, 16 and 64 NPCs (`village serve` in another process, the Python client),
      p50 and p99, and the ratio of p50 to the floor (echo p50 + forward p50);
   4. throughput: 8 client processes each sending act(64) back to back for a few seconds; NPC decisions/s.
-For reference it also measures the echo server running the same policy forward before it answers
+First it measures the machine: 32-byte round trips to another process over a plain TCP socket and through
+bare ZeroMQ (no codec), which show what waking a thread costs here. For reference it also measures the echo
+server running the same policy forward before it answers
 ("echo+fwd"): the least any ZeroMQ server with this forward can do here. On a small machine it is well
 above echo + forward, because a forward that runs after a wake-up in a server process is slower than the
 same forward in a hot loop, and the ratio to it shows the bridge's own overhead.
@@ -27,7 +29,8 @@ for requests the same way (a floor that sleeps would flatter a bridge that spins
 
 With --json the last line is one JSON object:
   {"floor_us", "act": {"1"|"16"|"64": {"p50_us", "p99_us", "ratio_to_floor", "floor_us", ...}},
-   "decisions_per_s_8_clients", "policy", "rounds", "loadavg_before", "loadavg_after", ...}
+   "decisions_per_s_8_clients", "policy", "rounds", "loadavg_before", "loadavg_after",
+   "machine": {"tcp_rtt_p50_us", "tcp_rtt_p99_us", "zmq_rtt_p50_us", "zmq_rtt_p99_us"}, ...}
 `floor_us` at the top is the floor of act(16), the size the targets refer to.
 """
 
@@ -38,6 +41,7 @@ import gc
 import json
 import multiprocessing as mp
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -156,6 +160,78 @@ class EchoClient:
         self.sock.close(0)
         self.zctx.term()
         self.proc.join(10)
+
+
+# ---------------------------------------------------------------------------------------------- machine
+
+
+def _tcp_echo_server(port_queue: mp.Queue) -> None:
+    """A plain blocking TCP echo (no ZeroMQ, no codec): the kernel's loopback round trip."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port_queue.put(srv.getsockname()[1])
+    conn, _ = srv.accept()
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    while data := conn.recv(64):
+        conn.sendall(data)
+
+
+def _zmq_echo_server(endpoint_queue: mp.Queue) -> None:
+    """A bare ROUTER that sends every message back as it came (no codec)."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.bind("tcp://127.0.0.1:*")
+    endpoint_queue.put(sock.getsockopt_string(zmq.LAST_ENDPOINT))
+    while True:
+        frames = sock.recv_multipart()
+        sock.send_multipart(frames)
+        if frames[-1] == b"quit":
+            break
+    sock.close(0)
+    ctx.term()
+
+
+def measure_machine(iters: int) -> dict[str, float]:
+    """Round trips of 32 bytes to another process: over a plain TCP socket (one wake-up each way) and
+    through ZeroMQ REQ -> ROUTER (four thread hand-offs: each side's I/O thread and application thread).
+    Where waking an idle CPU is slow (virtual machines), the second is several times the first, and every
+    ZeroMQ server here, the echo floor included, pays it."""
+    ctx = mp.get_context("spawn")
+    out: dict[str, float] = {}
+    q: mp.Queue = ctx.Queue()
+    proc = ctx.Process(target=_tcp_echo_server, args=(q,), daemon=True)
+    proc.start()
+    with socket.create_connection(("127.0.0.1", q.get(timeout=60))) as conn:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        body = b"x" * 32
+
+        def tcp_call() -> None:
+            conn.sendall(body)
+            conn.recv(64)
+
+        out["tcp_rtt_p50_us"], out["tcp_rtt_p99_us"] = _timed(tcp_call, iters)
+    proc.join(10)
+    q = ctx.Queue()
+    proc = ctx.Process(target=_zmq_echo_server, args=(q,), daemon=True)
+    proc.start()
+    zctx = zmq.Context()
+    sock = zctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(q.get(timeout=60))
+
+    def zmq_call() -> None:
+        sock.send(b"x" * 32)
+        sock.recv()
+
+    out["zmq_rtt_p50_us"], out["zmq_rtt_p99_us"] = _timed(zmq_call, iters)
+    sock.send(b"quit")
+    sock.recv()
+    sock.close(0)
+    zctx.term()
+    proc.join(10)
+    return {k: round(v, 1) for k, v in out.items()}
 
 
 # ---------------------------------------------------------------------------------------------- forward
@@ -293,6 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
 
+    machine = measure_machine(args.iters)
     proc, endpoint = start_bridge(spec, args.gc_freeze, args.spin_us)
     try:
         lat = measure_latency(policy, spec, endpoint, obs_dim, n_actions, args.iters, args.rounds, args.spin_us)
@@ -307,6 +384,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"median of {args.rounds} rounds of {args.iters} requests each (load average 1/5/15 min: before "
           f"{load_before}, after {load_after}; on a shared machine these move with its other work)")
+    print(f"this machine, 32-byte round trips to another process: plain TCP p50 {machine['tcp_rtt_p50_us']:.1f} "
+          f"p99 {machine['tcp_rtt_p99_us']:.1f} us; bare ZeroMQ REQ -> ROUTER p50 {machine['zmq_rtt_p50_us']:.1f} "
+          f"p99 {machine['zmq_rtt_p99_us']:.1f} us (four thread hand-offs, each a wake-up)")
     print(f"{'NPCs':>5} {'echo p50':>9} {'echo p99':>9} {'fwd p50':>8} {'floor':>8} {'act p50':>8} {'act p99':>8} "
           f"{'ratio':>6} {'per round':>15} {'echo+fwd p50':>13} {'p99':>7} {'ratio':>6}   (microseconds)")
     act = {}
@@ -348,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
             "iters": args.iters, "statistic": "median over rounds",
             "blas_threads": BLAS_THREADS if blas is not None else None, "loadavg_before": load_before,
             "loadavg_after": load_after, "gc_freeze": args.gc_freeze, "spin_us": args.spin_us, "server_gc": server_gc,
+            "machine": machine,
         }))
     return 0
 
