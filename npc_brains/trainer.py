@@ -554,7 +554,8 @@ class Trainer:
         the rows, so their gradients sum to the whole minibatch's. The second half runs on a second core once
         the double-buffered collector is done with it (three busy threads on two cores, all wanting the GIL,
         are slower than two), else after the first on this thread. Its gradient is added after the first's
-        either way, so a run's numbers do not depend on that timing."""
+        either way, and it draws no random numbers (the contrastive sample goes with the first half), so a
+        run's numbers do not depend on that timing."""
         n_rows = mb.numel()
         parts = [mb]
         if self._split_minibatches and n_old == 0 and n_rows >= 4:
