@@ -11,7 +11,7 @@ a list of NPCs with traits and relationships). The game owns the bodies; the bri
   next tick at the point where the engine resolves its own combat and news (see `engine.external.ExternalSim`), so a
   death sets the victim's health to 0 through the tick's combat resolution and witnesses, culprits,
   grief, anger and fear follow as they would in the engine.
-- The simulation's own combat does no damage (`engine.external.MIND_TUNING`): an NPC that chooses to attack is reported
+- The simulation's own combat does no damage (`engine.external.mind_tuning`): an NPC that chooses to attack is reported
   to the game, which resolves the blow and reports the outcome (health, or an attack/death event).
 
 Sessions are bounded (NPCs, actors, queued events, replay cache, id maps), expire when idle, and can be

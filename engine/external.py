@@ -23,7 +23,6 @@ def mind_tuning(base: Tuning | None = None) -> Tuning:
     return replace(base or Tuning(), blow_damage=0.0, blow_damage_aggression=0.0, raider_damage=0.0)
 
 
-MIND_TUNING = mind_tuning()
 LETHAL = 1e3  # damage of an injected death (as the engine's own killing blow)
 NUDGE = 1e-6  # damage of an injected attack: registers the hit (fear, anger, interruption), harms nothing
 
@@ -172,4 +171,4 @@ class ExternalSim(VillageSim):
             s.knows_threat[0, watchers, culprit] = True
 
 
-__all__ = ["ExternalSim", "InjectedHit", "InjectedSighting", "LETHAL", "MIND_TUNING", "NUDGE", "mind_tuning"]
+__all__ = ["ExternalSim", "InjectedHit", "InjectedSighting", "LETHAL", "NUDGE", "mind_tuning"]

@@ -39,10 +39,10 @@ from worlds import WorldSpec
 
 SCENARIOS = ("world", "random_kill", "mixed", "none")
 MAX_KILLS = 3  # scheduled killings per village in the training scenarios
-# the "mixed" training curriculum: how many killings an episode has (1, 2 or 3) and how often the killer
-# goes on to hunt whoever is nearest (a rampage), so that standing near a killer is really dangerous
+# the "mixed" training curriculum: how many killings an episode has (1, 2 or 3); how often the killer goes on
+# to hunt whoever is nearest (a rampage, so that standing near a killer is really dangerous) is
+# Tuning.curriculum_rampage
 MIXED_KILL_COUNT_P = (0.45, 0.35, 0.2)
-MIXED_RAMPAGE_P = Tuning().curriculum_rampage  # the default; a run sets its own with Tuning.curriculum_rampage
 
 
 @dataclass(frozen=True)

@@ -261,8 +261,9 @@ class Trainer:
         self.agent_priority = torch.ones(self.N, device=dev)
         self.old: dict[str, torch.Tensor] | None = None  # previous batch, for the replay mix
         self._pool: ThreadPoolExecutor | None = None  # see _second_thread
-        # minibatches cut in two halves that can run on two cores (_minibatch_backward)
-        self._split_minibatches = self.device.type == "cpu" and torch.get_num_threads() == 1
+        # minibatches cut in two halves that run on two cores (_minibatch_backward)
+        self._split_minibatches = (self.device.type == "cpu" and torch.get_num_threads() == 1
+                                   and (os.cpu_count() or 1) > 1)
         self._collecting: Future | None = None  # the double-buffered collection running during learn()
         env_seed = cfg.seed
         if resume_ckpt is not None:
@@ -538,9 +539,9 @@ class Trainer:
         return torch.stack([anchor, positive], 1)
 
     def _second_thread(self) -> ThreadPoolExecutor | None:
-        """A second thread for half of each minibatch, on CPU when torch runs one intra-op thread and there is
-        a core for it (the double-buffered collector shares the cores: the OS balances the three)."""
-        if self._pool is None and self._split_minibatches and (os.cpu_count() or 1) > 1:
+        """A second thread for half of each minibatch (the double-buffered collector shares the cores: the OS
+        balances the three)."""
+        if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="learner")
         return self._pool
 
@@ -550,10 +551,10 @@ class Trainer:
         """Accumulates the gradient of minibatch mb's loss (the actor's + vf_coef x the critic's) into the
         parameters; returns the minibatch's statistics.
 
-        On CPU with one intra-op thread the minibatch is cut in two halves, each loss weighted by its share of
-        the rows, so their gradients sum to the whole minibatch's. The second half runs on a second core once
-        the double-buffered collector is done with it (three busy threads on two cores, all wanting the GIL,
-        are slower than two), else after the first on this thread. Its gradient is added after the first's
+        On a multi-core CPU with one intra-op thread the minibatch is cut in two halves, each loss weighted by
+        its share of the rows, so their gradients sum to the whole minibatch's. The second half runs on a second
+        core once the double-buffered collector is done with it (three busy threads on two cores, all wanting
+        the GIL, are slower than two), else after the first on this thread. Its gradient is added after the first's
         either way, and it draws no random numbers (the contrastive sample goes with the first half), so a
         run's numbers do not depend on that timing."""
         n_rows = mb.numel()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.constants import Action, ActorMode, Tuning
-from engine.sim import MAX_KILLS, MIXED_RAMPAGE_P, VillageSim, flat_action
+from engine.sim import MAX_KILLS, VillageSim, flat_action
 from worlds import load_world
 
 
@@ -33,8 +33,8 @@ def test_mixed_schedules_one_to_three_distinct_killings(village):
         assert (np.diff(t) >= 6).all()  # later killings come hours apart
         v = victims[b, planned[b]]
         assert len(set(v.tolist())) == len(v)
-    share = (sim.state.rampage > 0).mean()
-    assert MIXED_RAMPAGE_P - 0.1 < share < MIXED_RAMPAGE_P + 0.1 and sim.state.rampage.max() == 2
+    share, expected = (sim.state.rampage > 0).mean(), Tuning().curriculum_rampage
+    assert expected - 0.1 < share < expected + 0.1 and sim.state.rampage.max() == 2
 
 
 def test_curriculum_rampage_share_is_a_tuning_field(village):
