@@ -44,10 +44,11 @@ def env_only(num_envs: int, ticks: int) -> float:
 def train_loop(device: str, updates: int, **overrides) -> tuple[float, dict]:
     from npc_brains.config import TrainConfig
     from npc_brains.metrics import read_metrics
-    from npc_brains.trainer import Trainer
+    from npc_brains.trainer import MAX_AUTO_ENVS, Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        base = dict(algo="drmas", envs=64, rollout=64, device=device, run_dir=tmp, shaping_anneal=0,
+        # a long run's defaults: as many villages as --envs auto takes for it, the default rollout
+        base = dict(algo="drmas", envs=MAX_AUTO_ENVS, device=device, run_dir=tmp, shaping_anneal=0,
                     checkpoint_every=10_000)
         base.update(overrides)
         probe = TrainConfig(steps=1, **base)
@@ -126,8 +127,10 @@ def main() -> int:
     from npc_brains.trainer import pick_device
 
     device = str(pick_device(args.device))
-    env_sps = env_only(64, 100)
-    print(f"env only (64 villages x 12 NPCs, random valid actions): {env_sps:,.0f} NPC-steps/s")
+    from npc_brains.trainer import MAX_AUTO_ENVS
+
+    env_sps = env_only(MAX_AUTO_ENVS, 100)
+    print(f"env only ({MAX_AUTO_ENVS} villages x 12 NPCs, random valid actions): {env_sps:,.0f} NPC-steps/s")
     runs = [train_loop(device, max(args.updates, 3), **overrides) for _ in range(max(args.repeats, 1))]
     all_sps = [r[0] for r in runs]
     sps = statistics.median(all_sps)

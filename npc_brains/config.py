@@ -51,14 +51,16 @@ class TrainConfig:
     # --- run
     algo: str = "drmas"
     steps: int = 200_000  # NPC-steps (rows of the flat vector env), rounded up to whole updates
-    envs: int = 0  # villages stepped in parallel; 0 = auto (each finishes ~4 episodes, at most 64)
+    envs: int = 0  # villages stepped in parallel; 0 = auto (each finishes ~4 episodes, at most 128)
     seed: int = 0
     device: str = "auto"
     run_dir: str = "runs/default"
     checkpoint_every: int = 10  # updates
     threads: int = 0  # torch CPU threads; 0 = auto (1 per thread of work when double buffering on CPU)
     # --- PPO (shared by all algorithms)
-    rollout: int = 64  # ticks collected per update (rows per update = envs * num_agents * rollout)
+    # ticks collected per update (rows per update = envs * num_agents * rollout): 128 villages x 32 ticks keep the
+    # 49,152 rows of 64 x 64 with half the environment and inference calls per row (docs/training.md)
+    rollout: int = 32
     # the update's shape; 0 = auto (update_shape): one epoch on CPU, where the update is what limits
     # throughput, four on CUDA, where the environment is; minibatches for 16 gradient steps per update
     epochs: int = 0
@@ -95,6 +97,9 @@ class TrainConfig:
     contrastive_temperature: float = 0.1
     contrastive_samples: int = 256  # anchors per minibatch
     teacher_tau: float = 0.1  # EMA rate of the teacher per update
+    # share of each batch's rows on which the KL to the teacher is evaluated, scaled up by 1 / share so the
+    # constraint's expected gradient is the same as on every row; its forward pass costs this share of a full one
+    constraint_rows: float = 0.25
     constraint_many_agents: float = 0.4  # constraint weight raised by this fraction above 8 agents
     shaping_scale: float = 0.2  # state-entropy bonus factor of the seed
     shaping_anneal: int = 10_000  # joint steps (one tick of one village) over which the weight goes 1 -> 0
@@ -228,6 +233,8 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("contrastive", "constraint"):
         value = getattr(cfg, name)
         _check(value is None or (isinstance(value, (int, float)) and value >= 0), name, "a number >= 0", value)
+    _check(isinstance(cfg.constraint_rows, (int, float)) and not isinstance(cfg.constraint_rows, bool)
+           and 0 < cfg.constraint_rows <= 1, "constraint_rows", "a number in (0, 1]", cfg.constraint_rows)
     _check(0 <= cfg.replay_old_frac < 1, "replay_old_frac", "a number in [0, 1)", cfg.replay_old_frac)
     _check(cfg.adv_norm is None or cfg.adv_norm in ADV_NORMS, "adv_norm", f"one of {', '.join(ADV_NORMS)}",
            cfg.adv_norm)

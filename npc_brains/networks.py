@@ -78,7 +78,9 @@ class SlotHead(nn.Module):
     def forward(self, adapted: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         R = obs.shape[0]
         slots = obs[:, self.offset:self.offset + self.slots * self.features].reshape(R, self.slots, self.features)
-        z = torch.tanh(self.from_slot(slots) + self.from_self(adapted).unsqueeze(1))  # (R, K, H)
+        # in place: the (R, K, H) activations are the largest of the actor, and a fresh buffer for each of the
+        # add and the tanh costs memory bandwidth (autograd keeps what the backward needs: tanh's output)
+        z = self.from_slot(slots).add_(self.from_self(adapted).unsqueeze(1)).tanh_()  # (R, K, H)
         return self.out(z).transpose(1, 2).reshape(R, self.kinds * self.slots)  # (R, kinds * K)
 
 

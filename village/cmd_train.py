@@ -25,7 +25,7 @@ HELP = {
     "slot_head": "entity head: one small MLP scores every (NPC, slot) pair for the targeted actions",
     "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone)",
     "steps": "training budget in NPC-steps (rounded up to whole updates)",
-    "envs": "villages stepped in parallel (0 = auto)",
+    "envs": "villages stepped in parallel (0 = auto: enough for ~4 episodes each, at most 128)",
     "device": "auto | cpu | cuda | cuda:N",
     "seed": "random seed",
     "run_dir": "where metrics.jsonl, checkpoints/ and policy.pt go",
@@ -39,6 +39,8 @@ HELP = {
     "film": "personality adaptation: FiLM on traits and role",
     "contrastive": "InfoNCE coefficient of the intent encoder (0 = off)",
     "constraint": "KL-to-EMA-teacher coefficient (0 = off)",
+    "constraint_rows": "share of each batch's rows on which the KL to the teacher is evaluated (scaled up by "
+                       "1 / share: the same expected gradient for a fraction of the teacher's forward pass)",
     "shaping": "dynamic reward shaping (alignment x state entropy, annealed to 0)",
     "sync_check": "global sync check: KL matrix, pull back diverging agents, prioritised sampling",
     "double_buffer": "collect the next batch in a thread while the learner updates",
