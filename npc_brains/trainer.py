@@ -59,7 +59,7 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-MAX_AUTO_ENVS = 128  # villages in parallel of a long run when --envs is not given
+MAX_AUTO_ENVS = 64  # villages in parallel of a long run when --envs is not given
 
 
 def auto_envs(cfg: TrainConfig, num_agents: int, episode_len: int) -> int:
@@ -451,7 +451,7 @@ class Trainer:
             prob = None
             is_weight = torch.ones(n, device=dev)
 
-        if cfg.double_buffer or cfg.replay_old_frac > 0:
+        if cfg.proximal_clip and (cfg.double_buffer or cfg.replay_old_frac > 0):
             # the rows were collected by an older actor: the clip is centred on the actor as it is now
             with torch.no_grad():
                 flat["prox_logp"] = self._logp(flat)

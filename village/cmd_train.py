@@ -25,7 +25,7 @@ HELP = {
     "slot_head": "entity head: one small MLP scores every (NPC, slot) pair for the targeted actions",
     "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone)",
     "steps": "training budget in NPC-steps (rounded up to whole updates)",
-    "envs": "villages stepped in parallel (0 = auto: enough for ~4 episodes each, at most 128)",
+    "envs": "villages stepped in parallel (0 = auto: enough for ~4 episodes each, at most 64)",
     "device": "auto | cpu | cuda | cuda:N",
     "seed": "random seed",
     "run_dir": "where metrics.jsonl, checkpoints/ and policy.pt go",
@@ -48,6 +48,8 @@ HELP = {
     "bootstrap_truncated": "at the episode's time limit, bootstrap the return with the critic's value of the final "
                            "state (the village goes on) instead of ending it there",
     "replay_old_frac": "fraction of replayed old rows in each minibatch (0.3 = the seed's 7:3)",
+    "proximal_clip": "stale (double-buffered) or replayed rows: clip around the actor at the update's start "
+                     "(decoupled PPO; one more forward pass) instead of around the policy that collected them",
     "ratio_cap": "truncation of the importance weights of stale (double-buffered) or replayed rows",
     "policy_delay": "update the actor every N updates (2-3 = delayed policy update)",
     "rollback_on": "comma-separated criteria that make an epoch bad: oscillation,drawdown,conflict,cooperation",
