@@ -58,8 +58,11 @@ def train_loop(device: str, updates: int, **overrides) -> tuple[float, dict]:
         wall, cpu = time.perf_counter(), os.times()
         trainer.train()
         wall, cpu_after = time.perf_counter() - wall, os.times()
-        # how busy the cores were over the whole run (warm-up included): CPU seconds / (wall x cores)
-        busy = ((cpu_after.user - cpu.user) + (cpu_after.system - cpu.system)) / (wall * (os.cpu_count() or 1))
+        # how busy the cores were over the whole run (warm-up included): CPU seconds / (wall x cores), the
+        # collector's child process included (it has ended and been waited for when train() returns)
+        used = sum(getattr(cpu_after, k) - getattr(cpu, k) for k in ("user", "system", "children_user",
+                                                                      "children_system"))
+        busy = used / (wall * (os.cpu_count() or 1))
         rows = [r for r in read_metrics(Path(tmp) / "metrics.jsonl") if "event" not in r]
         warm = 2  # the first updates pay for allocations and lazy initialisation
         span = rows[-1]["time_s"] - rows[warm - 1]["time_s"]
@@ -69,7 +72,8 @@ def train_loop(device: str, updates: int, **overrides) -> tuple[float, dict]:
                      "update_s": round(statistics.median(r["update_s"] for r in rows[warm:]), 3),
                      "algo": c.algo, "threads": c.threads, "envs": c.envs, "rollout": c.rollout, "epochs": c.epochs,
                      "minibatches": c.minibatches, "hidden": c.hidden, "double_buffer": c.double_buffer,
-                     "rows_per_update": trainer.rows_per_update, "cpu_busy": round(busy, 3)}
+                     "rows_per_update": trainer.rows_per_update, "cpu_busy": round(busy, 3),
+                     "collector": type(trainer._rollouts).__name__}
 
 
 def update_latency(device: str, repeats: int, **overrides) -> tuple[float, dict]:

@@ -15,6 +15,7 @@ from typing import Any
 ALGOS = ("ippo", "mappo", "drmas")
 ADV_NORMS = ("none", "global", "agent", "role")
 CONTRASTIVE_POSITIVES = ("next", "village")
+COLLECTORS = ("auto", "thread", "process")
 ROLLBACK_CRITERIA = ("oscillation", "drawdown", "conflict", "cooperation")
 DEVICES = ("auto", "cpu", "cuda")
 SCENARIOS = ("mixed", "random_kill", "world", "none")  # engine.sim.SCENARIOS (no engine import here)
@@ -56,6 +57,9 @@ class TrainConfig:
     device: str = "auto"
     run_dir: str = "runs/default"
     checkpoint_every: int = 10  # updates
+    # where the double-buffered batch is collected: "thread", "process" (a child process: no GIL shared with the
+    # learner; CPU only) or "auto" (a process on a multi-core CPU for runs of 8 updates or more)
+    collector: str = "auto"
     threads: int = 0  # torch CPU threads; 0 = auto (1 per thread of work when double buffering on CPU)
     # --- PPO (shared by all algorithms)
     # ticks collected per update (rows per update = envs * num_agents * rollout); 128 villages x 32 ticks step
@@ -239,6 +243,7 @@ def validate(cfg: TrainConfig) -> None:
     _check(isinstance(cfg.constraint_rows, (int, float)) and not isinstance(cfg.constraint_rows, bool)
            and 0 < cfg.constraint_rows <= 1, "constraint_rows", "a number in (0, 1]", cfg.constraint_rows)
     _check(0 <= cfg.replay_old_frac < 1, "replay_old_frac", "a number in [0, 1)", cfg.replay_old_frac)
+    _check(cfg.collector in COLLECTORS, "collector", f"one of {', '.join(COLLECTORS)}", cfg.collector)
     _check(cfg.adv_norm is None or cfg.adv_norm in ADV_NORMS, "adv_norm", f"one of {', '.join(ADV_NORMS)}",
            cfg.adv_norm)
     _check(cfg.contrastive_positive in CONTRASTIVE_POSITIVES, "contrastive_positive",

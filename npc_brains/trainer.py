@@ -1,7 +1,8 @@
 """One trainer for IPPO, MAPPO and Dr. MAS (CleanRL-style: config, seeding, rollout, advantages, update).
 
     train(cfg) ─┬─ Collector.collect()        T ticks of B villages, actions sampled from the actor
-                │     (double buffering: the next batch is collected in a thread while the learner updates)
+                │     (double buffering: the next batch is collected while the learner updates, in a thread
+                │     or, on a multi-core CPU, in a child process: npc_brains.collect)
                 ├─ Trainer.learn(batch)
                 │     sync check (KL matrix on a probe batch) -> per-agent constraint weights, priorities
                 │     values (current critic) -> shaping -> GAE -> value norm -> per-agent advantage norm
@@ -20,10 +21,9 @@ import copy
 import dataclasses
 import math
 import os
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,11 @@ from npc_brains.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from npc_brains.collect import Batch, Collector, ProcessCollector
 from npc_brains.config import ConfigError, TrainConfig, config_from_dict, update_shape
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
-from npc_brains.networks import Actor, Brain, NetSpec
+from npc_brains.networks import Brain, NetSpec
 from npc_brains.stability import StabilityMonitor, Thresholds, cooperation_efficiency
 
 PROJECTION_DIM = 16  # random projection used by the k-NN state-entropy estimate
@@ -49,6 +50,7 @@ PROJECTION_DIM = 16  # random projection used by the k-NN state-entropy estimate
 # this share of the rows both halves took about as long (measured 32 against 26.5 ms at 0.5)
 FIRST_HALF_SHARE = 0.45
 ROWS_PER_CPU_PASS = 2048  # rows per no-grad pass over a whole batch on CPU (Trainer._rows_per_pass)
+PROCESS_COLLECTOR_MIN_UPDATES = 8  # --collector auto: shorter runs collect in a thread (see _start_rollouts)
 
 
 def pick_device(name: str) -> torch.device:
@@ -66,117 +68,6 @@ def auto_envs(cfg: TrainConfig, num_agents: int, episode_len: int) -> int:
     """Villages in parallel when --envs is not given: enough for each to finish ~4 episodes, at most
     MAX_AUTO_ENVS."""
     return int(min(MAX_AUTO_ENVS, max(1, cfg.steps // (4 * num_agents * max(episode_len, 1)))))
-
-
-@dataclass
-class Batch:
-    """One rollout of T ticks over R rows (tensors on the training device)."""
-
-    obs: torch.Tensor  # (T, R, D)
-    mask: torch.Tensor  # (T, R, A) bool
-    actions: torch.Tensor  # (T, R) long
-    logp: torch.Tensor  # (T, R) behaviour log-probability
-    rewards: torch.Tensor  # (T, R)
-    dones: torch.Tensor  # (T, R) bool: the row's episode ended after this step
-    alive: torch.Tensor  # (T, R) bool: the observation at t belongs to a living agent
-    state: torch.Tensor  # (T, B, S)
-    next_obs: torch.Tensor  # (R, D)
-    next_state: torch.Tensor  # (B, S)
-    cond_table: torch.Tensor  # (R, C) latest personality features of every row
-    probs: torch.Tensor | None  # (T, R, A) when shaping needs the action distributions
-    episode_returns: list[np.ndarray] = field(default_factory=list)
-    seconds: float = 0.0
-    # rows cut by the time limit while alive: step t, row r, their final observation and village state
-    truncated: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-
-
-class Cancelled(Exception):
-    pass
-
-
-class Collector:
-    """Owns the environment and a copy of the actor; fills Batches."""
-
-    def __init__(self, env: Any, actor: Actor, device: torch.device, seed: int, rollout: int,
-                 bootstrap_truncated: bool = False):
-        self.env = env
-        self.bootstrap_truncated = bootstrap_truncated
-        self.device = device
-        self.actor = copy.deepcopy(actor).requires_grad_(False)
-        self.rollout = rollout
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(seed + 1)
-        self.obs, self.info = env.reset(seed)
-        self.cond_index = np.asarray(actor.spec.cond_index, np.int64)
-        self.cond_table = self.obs[:, self.cond_index].copy() if self.cond_index.size else np.zeros((env.num_rows, 0),
-                                                                                                   np.float32)
-        self.stop = threading.Event()
-
-    def sync(self, actor: Actor) -> None:
-        self.actor.load_state_dict(actor.state_dict())
-
-    def collect(self, store_probs: bool) -> Batch:
-        env, dev, T = self.env, self.device, self.rollout
-        R, D, A, B, S = env.num_rows, env.obs_dim, env.n_actions, env.num_envs, env.state_dim
-        start = time.perf_counter()
-        obs_b = torch.empty((T, R, D), dtype=torch.float32, device=dev)
-        mask_b = torch.empty((T, R, A), dtype=torch.bool, device=dev)
-        act_b = torch.empty((T, R), dtype=torch.long, device=dev)
-        logp_b = torch.empty((T, R), dtype=torch.float32, device=dev)
-        rew_b = torch.empty((T, R), dtype=torch.float32, device=dev)
-        done_b = torch.empty((T, R), dtype=torch.bool, device=dev)
-        alive_b = torch.empty((T, R), dtype=torch.bool, device=dev)
-        state_b = torch.empty((T, B, S), dtype=torch.float32, device=dev)
-        probs_b = torch.empty((T, R, A), dtype=torch.float32, device=dev) if store_probs else None
-        finished: list[np.ndarray] = []
-        cut: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # (t, rows, final obs, final state)
-        with torch.no_grad():
-            for t in range(T):
-                if self.stop.is_set():
-                    raise Cancelled
-                info = self.info
-                o = torch.from_numpy(self.obs).to(dev)
-                m = torch.from_numpy(info["action_mask"]).to(dev)
-                logits = self.actor(o, m)
-                logp_all = torch.log_softmax(logits, -1)
-                u = torch.rand(logits.shape, generator=self.generator, device=dev).clamp_(1e-12, 1 - 1e-7)
-                a = (logits - torch.log(-torch.log(u))).argmax(-1)
-                obs_b[t] = o
-                mask_b[t] = m
-                act_b[t] = a
-                logp_b[t] = logp_all.gather(1, a[:, None]).squeeze(1)
-                alive_b[t] = torch.from_numpy(info["alive"]).to(dev)
-                state_b[t] = torch.from_numpy(np.asarray(info["state"], np.float32)).to(dev)
-                if probs_b is not None:
-                    probs_b[t] = torch.softmax(logits, -1)  # = exp(logp_all), without exp's slow masked entries
-                alive_before = info["alive"]
-                self.obs, reward, term, trunc, self.info = env.step(a.cpu().numpy())
-                # only an env that reports the final observation and state (the village's does) is bootstrapped:
-                # without them the centralised critic would have nothing to value
-                if self.bootstrap_truncated and "final_obs" in self.info and "final_state" in self.info:
-                    rows = np.flatnonzero(np.asarray(trunc) & alive_before)
-                    if len(rows):
-                        village = rows // env.num_agents
-                        cut.append((t, rows, np.asarray(self.info["final_obs"])[rows],
-                                    np.asarray(self.info["final_state"], np.float32)[village]))
-                rew_b[t] = torch.from_numpy(np.asarray(reward, np.float32)).to(dev)
-                done_b[t] = torch.from_numpy(np.asarray(term) | np.asarray(trunc)).to(dev)
-                if "episode_returns" in self.info:
-                    finished.append(np.asarray(self.info["episode_returns"], np.float64))
-                alive_now = self.info["alive"]
-                if self.cond_index.size and alive_now.any():
-                    self.cond_table[alive_now] = self.obs[alive_now][:, self.cond_index]
-        truncated = None
-        if cut:
-            truncated = (torch.as_tensor(np.concatenate([np.full(len(c[1]), c[0]) for c in cut]), device=dev),
-                         torch.as_tensor(np.concatenate([c[1] for c in cut]), device=dev),
-                         torch.as_tensor(np.concatenate([c[2] for c in cut]), dtype=torch.float32, device=dev),
-                         torch.as_tensor(np.concatenate([c[3] for c in cut]), dtype=torch.float32, device=dev))
-        return Batch(obs_b, mask_b, act_b, logp_b, rew_b, done_b, alive_b, state_b,
-                     torch.from_numpy(self.obs).to(dev),
-                     torch.from_numpy(np.asarray(self.info["state"], np.float32)).to(dev),
-                     torch.from_numpy(self.cond_table.copy()).to(dev), probs_b, finished,
-                     time.perf_counter() - start, truncated)
 
 
 @dataclass
@@ -283,9 +174,12 @@ class Trainer:
         if resume_ckpt is not None:
             self._load_state(resume_ckpt)
             env_seed = cfg.seed + 1_000_003 * self.update  # fresh episodes, deterministic per resume point
+        self._env_seed = env_seed
         self.collector = Collector(env, self.brain.actor, dev, env_seed, self.T, cfg.bootstrap_truncated)
         if resume_ckpt is not None and "collector_rng" in resume_ckpt.get("rng", {}):
             self.collector.generator.set_state(resume_ckpt["rng"]["collector_rng"].cpu())
+        # what train() collects with: this Collector, or a ProcessCollector that starts from the same state
+        self._rollouts: Collector | ProcessCollector = self.collector
 
     # ------------------------------------------------------------------ state
     def _state_dict(self) -> dict[str, Any]:
@@ -301,7 +195,7 @@ class Trainer:
             "monitor": self.monitor.state_dict(),
             "adjust": {"lr": self.adjust.lr, "constraint": self.adjust.constraint, "explore": self.adjust.explore},
             "good": self.good,
-            "rng": {"torch": torch.get_rng_state(), "collector_rng": self.collector.generator.get_state()},
+            "rng": {"torch": torch.get_rng_state(), "collector_rng": self._rollouts.rng_state()},
         }
 
     def _load_state(self, ckpt: dict[str, Any]) -> None:
@@ -844,18 +738,44 @@ class Trainer:
         return row
 
     # ------------------------------------------------------------------ main loop
+    def _start_rollouts(self) -> Collector | ProcessCollector:
+        """The collector for this run: a child process where `--collector` asks for one or, on auto, where
+        double buffering runs on a multi-core CPU for at least PROCESS_COLLECTOR_MIN_UPDATES updates (starting
+        the process costs a couple of seconds); else this process's Collector."""
+        cfg = self.cfg
+        possible = self.device.type == "cpu" and bool(cfg.double_buffer)
+        if cfg.collector == "process" and not possible:
+            raise ConfigError("collector: 'process' needs --device cpu and double buffering (--double-buffer)")
+        wanted = cfg.collector == "process" or (
+            cfg.collector == "auto" and possible and (os.cpu_count() or 1) > 1
+            and self.total_updates - self.update >= PROCESS_COLLECTOR_MIN_UPDATES)
+        if wanted:
+            self._rollouts = ProcessCollector(cfg, self.env, self.brain.actor, self._env_seed, self.T,
+                                              cfg.bootstrap_truncated, self.collector.rng_state())
+        return self._rollouts
+
     def train(self) -> Result:
         cfg = self.cfg
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
-        writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
+        # first: a forked child copies none of the threads TensorBoard's writer and the progress bar start
+        rollouts = self._start_rollouts()
+        in_process = isinstance(rollouts, ProcessCollector)
+        try:
+            writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
+        except BaseException:
+            if in_process:
+                rollouts.close()
+            raise
         from tqdm import tqdm
 
         bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",
                    unit_scale=True, dynamic_ncols=True, disable=not self.progress, desc=f"{cfg.algo}")
-        executor = ThreadPoolExecutor(1, thread_name_prefix="collector") if cfg.double_buffer else None
-        pending: Future | None = None
+
+        executor = (ThreadPoolExecutor(1, thread_name_prefix="collector") if cfg.double_buffer and not in_process
+                    else None)
+        pending: Any = None  # the next batch, being collected (a Future or a PendingBatch)
         start = time.perf_counter()
         start_step = self.global_step
         interrupted = False
@@ -867,16 +787,16 @@ class Trainer:
         try:
             while self.update < self.total_updates:
                 t0 = time.perf_counter()
-                if executor is not None:
-                    batch = pending.result() if pending is not None else self.collector.collect(store_probs())
+                if cfg.double_buffer:
+                    batch = pending.result() if pending is not None else rollouts.collect(store_probs())
+                    pending = None
                     if self.update + 1 < self.total_updates:
-                        self.collector.sync(self.brain.actor)
-                        pending = executor.submit(self.collector.collect, store_probs())
-                    else:
-                        pending = None
+                        rollouts.sync(self.brain.actor)
+                        pending = (rollouts.submit(store_probs()) if in_process
+                                   else executor.submit(rollouts.collect, store_probs()))
                 else:
-                    self.collector.sync(self.brain.actor)
-                    batch = self.collector.collect(store_probs())
+                    rollouts.sync(self.brain.actor)
+                    batch = rollouts.collect(store_probs())
                 t_collect = time.perf_counter() - t0
                 self._collecting = pending
                 stats = self.learn(batch)
@@ -894,7 +814,7 @@ class Trainer:
                 row["episode_return_mean"] = self.last_return
                 elapsed = time.perf_counter() - t0
                 row["sps"] = self.rows_per_update / max(elapsed, 1e-9)
-                row["collect_s"] = batch.seconds if executor is not None else t_collect
+                row["collect_s"] = batch.seconds if cfg.double_buffer else t_collect
                 row["update_s"] = elapsed - t_collect
                 row.update(stats)
                 if self.epoch_returns and batch.episode_returns:
@@ -910,6 +830,8 @@ class Trainer:
             interrupted = True
             self.save(final=True)
         finally:
+            if in_process:
+                rollouts.close()
             self.collector.stop.set()
             if executor is not None:
                 executor.shutdown(wait=True, cancel_futures=True)

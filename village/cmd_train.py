@@ -31,6 +31,9 @@ HELP = {
     "run_dir": "where metrics.jsonl, checkpoints/ and policy.pt go",
     "checkpoint_every": "write checkpoints/last.pt every this many updates",
     "rollout": "ticks collected per update",
+    "collector": "where the double-buffered batch is collected: thread, process (a child process, CPU only: "
+                 "no interpreter lock shared with the learner) or auto (a process on a multi-core CPU for runs of 8 "
+                 "updates or more)",
     "epochs": "PPO epochs over each batch (0 = auto: 1 on CPU, 4 on CUDA)",
     "minibatches": "minibatches per epoch (0 = auto: 16 gradient steps per update, i.e. 16 / epochs)",
     "central_critic": "centralised critic on the village's global state (MAPPO, Dr. MAS)",
