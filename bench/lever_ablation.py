@@ -28,22 +28,28 @@ WORLDS = "village-v1,generated:12:1,generated:12:2,generated:12:3,generated:12:4
 
 def bundled_flags() -> list[str]:
     """The bundled policy's engine overrides (docs/training.md) as `--tuning` flags, and its batch and update
-    shape (`--envs`, `--rollout`, `--epochs`, `--minibatches`, `--constraint-rows`), read from the policy file,
-    which stores them: every run starts from them, and a lever's flags come after (the last value wins)."""
+    shape (`--envs`, `--rollout`, `--epochs`, `--minibatches`, `--constraint-rows`) and entity head width
+    (`--slot-hidden`), read from the policy file, which stores them: every run starts from them, and a lever's
+    flags come after (the last value wins)."""
     from npc_brains.checkpoint import load_checkpoint
     from npc_brains.runtime import DEFAULT_POLICY
 
     if not DEFAULT_POLICY.is_file():
         return []
-    config = load_checkpoint(DEFAULT_POLICY)["config"]
+    policy = load_checkpoint(DEFAULT_POLICY)
+    config = policy["config"]
     tuning = config.get("tuning") or {}
     flags = [flag for name, value in tuning.items()
              for flag in ("--tuning", f"{name}={str(value).lower() if isinstance(value, bool) else value}")]
     for name in ("envs", "rollout", "epochs", "minibatches"):
         if config.get(name):
             flags += [f"--{name}", str(config[name])]
-    # a policy file from before constraint_rows existed evaluated the teacher's KL on every row
-    return [*flags, "--constraint-rows", str(config.get("constraint_rows") or 1.0)]
+    from npc_brains.networks import NetSpec
+
+    # a policy file from before constraint_rows existed evaluated the teacher's KL on every row, and one from
+    # before slot_hidden has the entity head's older width (its net spec says which)
+    return [*flags, "--constraint-rows", str(config.get("constraint_rows") or 1.0),
+            "--slot-hidden", str(NetSpec.from_dict(policy["net"]).slot_hidden)]
 
 
 # lever -> (what it is, the `village train` flags that switch it off)

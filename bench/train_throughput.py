@@ -50,6 +50,8 @@ def train_loop(device: str, updates: int, **overrides) -> tuple[float, dict]:
         # a long run's defaults: as many villages as --envs auto takes for it, the default rollout
         base = dict(algo="drmas", envs=MAX_AUTO_ENVS, device=device, run_dir=tmp, shaping_anneal=0,
                     checkpoint_every=10_000)
+        if device == "cpu" and (os.cpu_count() or 1) > 1 and overrides.get("double_buffer", True):
+            base["collector"] = "process"  # what --collector auto takes for a run longer than this measurement
         base.update(overrides)
         probe = TrainConfig(steps=1, **base)
         rows_per_update = probe.envs * 12 * probe.rollout

@@ -45,20 +45,23 @@ class NetSpec:
     # entity head: (first column of slot 0, features per slot, slots, untargeted actions, targeted kinds);
     # empty = no entity head (older policies, PettingZoo envs without slots)
     slot_layout: tuple[int, ...] = ()
+    slot_hidden: int = 64  # width of the entity head's per-slot layer
 
     def to_dict(self) -> dict:
         return {"obs_dim": self.obs_dim, "n_actions": self.n_actions, "state_dim": self.state_dim,
                 "cond_index": list(self.cond_index), "hidden": self.hidden, "intent_dim": self.intent_dim,
-                "film": self.film, "central_critic": self.central_critic, "slot_layout": list(self.slot_layout)}
+                "film": self.film, "central_critic": self.central_critic, "slot_layout": list(self.slot_layout),
+                "slot_hidden": self.slot_hidden}
 
     @classmethod
     def from_dict(cls, d: dict) -> NetSpec:
         return cls(int(d["obs_dim"]), int(d["n_actions"]), int(d["state_dim"]),
                    tuple(int(i) for i in d["cond_index"]), int(d["hidden"]), int(d["intent_dim"]),
-                   bool(d["film"]), bool(d["central_critic"]), tuple(int(i) for i in d.get("slot_layout", ())))
+                   bool(d["film"]), bool(d["central_critic"]), tuple(int(i) for i in d.get("slot_layout", ())),
+                   int(d.get("slot_hidden", LEGACY_SLOT_HIDDEN)))
 
 
-SLOT_HEAD_HIDDEN = 64
+LEGACY_SLOT_HIDDEN = 64  # the entity head's width in policy files that do not record it (the default's too)
 
 
 class SlotHead(nn.Module):
@@ -68,12 +71,12 @@ class SlotHead(nn.Module):
 
     Output (R, kinds x slots) in the flat action layout (kind-major: untargeted + kind * K + k)."""
 
-    def __init__(self, hidden: int, layout: tuple[int, ...]):
+    def __init__(self, hidden: int, layout: tuple[int, ...], slot_hidden: int = LEGACY_SLOT_HIDDEN):
         super().__init__()
         self.offset, self.features, self.slots, self.untargeted, self.kinds = layout
-        self.from_self = _layer(hidden, SLOT_HEAD_HIDDEN)
-        self.from_slot = _layer(self.features, SLOT_HEAD_HIDDEN)
-        self.out = _layer(SLOT_HEAD_HIDDEN, self.kinds, 0.01)
+        self.from_self = _layer(hidden, slot_hidden)
+        self.from_slot = _layer(self.features, slot_hidden)
+        self.out = _layer(slot_hidden, self.kinds, 0.01)
 
     def forward(self, adapted: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
         R = obs.shape[0]
@@ -132,7 +135,7 @@ class Actor(nn.Module):
         self.encoder = IntentEncoder(spec.obs_dim, spec.hidden, spec.intent_dim)
         self.film = FiLM(len(spec.cond_index), spec.hidden) if spec.film and spec.cond_index else None
         self.head = _layer(spec.hidden, spec.n_actions, 0.01)
-        self.slot_head = SlotHead(spec.hidden, spec.slot_layout) if spec.slot_layout else None
+        self.slot_head = SlotHead(spec.hidden, spec.slot_layout, spec.slot_hidden) if spec.slot_layout else None
         self.runtime_value = _layer(spec.hidden, 1, 1.0)
         self.register_buffer("cond_index", torch.tensor(spec.cond_index, dtype=torch.long), persistent=False)
 

@@ -128,7 +128,7 @@ class Trainer:
         self.total_updates = max(1, math.ceil(cfg.steps / self.rows_per_update))
         self.spec = NetSpec(env.obs_dim, env.n_actions, env.state_dim, tuple(env.cond_index), cfg.hidden,
                             cfg.intent_dim, bool(cfg.film), bool(cfg.central_critic),
-                            slot_layout(env) if cfg.slot_head else ())
+                            slot_layout(env) if cfg.slot_head else (), cfg.slot_hidden)
         self.brain = Brain(self.spec, bool(cfg.value_norm)).to(self.device)
         params = [p for n, p in self.brain.named_parameters() if not n.startswith("teacher.")]
         self._grad_params = [p for p in params if p.requires_grad]
@@ -856,6 +856,8 @@ def config_from_checkpoint(path: str | Path, overrides: dict[str, Any] | None = 
     """The configuration stored in a checkpoint, with `overrides` applied (for --resume)."""
     ckpt = load_checkpoint(path)
     stored = dict(ckpt["config"])
+    if "slot_hidden" not in stored and "net" in ckpt:  # written before the option: the width its networks have
+        stored["slot_hidden"] = NetSpec.from_dict(ckpt["net"]).slot_hidden
     stored.update(overrides or {})
     try:
         return config_from_dict(stored, source=str(path))

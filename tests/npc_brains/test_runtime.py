@@ -240,3 +240,35 @@ def test_entity_head_is_shared_across_slots(trained, tmp_path):
     assert np.allclose(targeted[:, :, 0], targeted_q[:, :, 1], atol=1e-6)
     assert np.allclose(targeted[:, :, 1], targeted_q[:, :, 0], atol=1e-6)
     assert np.allclose(p[:, :untargeted], q[:, :untargeted], atol=1e-6)
+
+
+def test_policy_files_from_before_slot_hidden_load_with_the_older_width(trained, tmp_path):
+    """Files written before `slot_hidden` existed have a 64-wide entity head and no width in their spec: they
+    load as they are, as a policy and for --resume."""
+    from npc_brains.networks import LEGACY_SLOT_HIDDEN
+    from npc_brains.trainer import config_from_checkpoint
+
+    run_dir = tmp_path / "old"
+    cfg = TrainConfig(algo="drmas", steps=200, envs=1, rollout=8, epochs=1, minibatches=1, run_dir=str(run_dir),
+                      device="cpu", double_buffer=False)
+    Trainer(cfg).train()
+    for path in (run_dir / "policy.pt", run_dir / "checkpoints" / "last.pt"):
+        ckpt = load_checkpoint(path)
+        assert ckpt["net"].pop("slot_hidden") == LEGACY_SLOT_HIDDEN
+        ckpt["config"].pop("slot_hidden")
+        save_checkpoint(path, ckpt)
+    policy = load_policy(run_dir / "policy.pt", backend="torch")
+    assert policy.actor.slot_head.from_slot.out_features == LEGACY_SLOT_HIDDEN
+    obs = np.zeros((3, policy.obs_dim), np.float32)
+    assert load_policy(run_dir / "policy.pt").act(obs, np.ones((3, policy.n_actions), bool)).actions.shape == (3,)
+    resumed = config_from_checkpoint(run_dir / "checkpoints" / "last.pt", {"steps": 400})
+    assert resumed.slot_hidden == LEGACY_SLOT_HIDDEN
+    narrow = load_checkpoint(run_dir / "policy.pt")  # a narrower head records its width and loads with it
+    narrow["net"]["slot_hidden"] = 32
+    for name in ("from_self.weight", "from_self.bias", "from_slot.weight", "from_slot.bias"):
+        narrow["model"][f"actor.slot_head.{name}"] = narrow["model"][f"actor.slot_head.{name}"][:32]
+    narrow["model"]["actor.slot_head.out.weight"] = narrow["model"]["actor.slot_head.out.weight"][:, :32]
+    save_checkpoint(tmp_path / "narrow.pt", narrow)
+    assert load_policy(tmp_path / "narrow.pt", backend="torch").actor.slot_head.from_slot.out_features == 32
+    assert load_policy(tmp_path / "narrow.pt").act(obs, np.ones((3, policy.n_actions), bool)).actions.shape == (3,)
+    Trainer(resumed, resume=run_dir / "checkpoints" / "last.pt").train()
