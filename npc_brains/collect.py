@@ -191,9 +191,12 @@ def _collector_process(conn: Any, cfg: Any, spec: dict, seed: int, rollout: int,
             conn.send(("error", traceback.format_exc()))
             return
         truncated = None if batch.truncated is None else tuple(t.numpy() for t in batch.truncated)
-        conn.send(("batch", batch.next_obs.numpy().copy(), batch.next_state.numpy().copy(),
-                   batch.cond_table.numpy(), batch.episode_returns, batch.seconds, truncated,
-                   collector.rng_state()))
+        try:
+            conn.send(("batch", batch.next_obs.numpy().copy(), batch.next_state.numpy().copy(),
+                       batch.cond_table.numpy(), batch.episode_returns, batch.seconds, truncated,
+                       collector.rng_state()))
+        except (BrokenPipeError, OSError):  # the parent is gone (kill -9): nobody to tell
+            return
 
 
 class PendingBatch:

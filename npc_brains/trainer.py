@@ -38,7 +38,7 @@ from npc_brains.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from npc_brains.collect import Batch, Collector, ProcessCollector
+from npc_brains.collect import Batch, Collector, PendingBatch, ProcessCollector
 from npc_brains.config import ConfigError, TrainConfig, config_from_dict, update_shape
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
@@ -165,7 +165,7 @@ class Trainer:
         # minibatches cut in two halves that run on two cores (_minibatch_backward)
         self._split_minibatches = (self.device.type == "cpu" and torch.get_num_threads() == 1
                                    and (os.cpu_count() or 1) > 1)
-        self._collecting: Future | None = None  # the double-buffered collection running during learn()
+        self._collecting: Future | PendingBatch | None = None  # the double-buffered collection during learn()
         # rows per no-grad pass over a whole batch (proximal and teacher policies, values): on CPU small enough
         # that a pass's activations (the slot head's are rows x slots x 64) stay in cache, which measured about
         # a third faster than one pass over ~47k rows; on a GPU one pass
@@ -487,10 +487,10 @@ class Trainer:
         On a multi-core CPU with one intra-op thread the minibatch is cut in two halves (the first a little
         smaller when it carries the contrastive term: FIRST_HALF_SHARE), each loss weighted by its share of the
         rows, so their gradients sum to the whole minibatch's. The second half runs on a second core once the
-        double-buffered collector is done with it (three busy threads on two cores, all wanting the GIL, are
-        slower than two), else after the first on this thread. Its gradient is added after the first's either
-        way, and it draws no random numbers (the contrastive sample goes with the first half), so a run's numbers
-        do not depend on that timing."""
+        double-buffered collector is done with it (three busy threads on two cores are slower than two), else
+        after the first on this thread. Its gradient is added after the first's either way, and it draws no
+        random numbers (the contrastive sample goes with the first half), so a run's numbers do not depend on
+        that timing."""
         n_rows = mb.numel()
         parts = [mb]
         if self._split_minibatches and n_old == 0 and n_rows >= 4:
@@ -775,7 +775,7 @@ class Trainer:
 
         executor = (ThreadPoolExecutor(1, thread_name_prefix="collector") if cfg.double_buffer and not in_process
                     else None)
-        pending: Any = None  # the next batch, being collected (a Future or a PendingBatch)
+        pending: Future | PendingBatch | None = None  # the next batch, being collected
         start = time.perf_counter()
         start_step = self.global_step
         interrupted = False
