@@ -23,8 +23,8 @@ HELP = {
                 "nearest), random_kill (one killing), world (the world file's events), none",
     "trait_noise": "per-episode Gaussian jitter of the NPCs' traits, so the policy meets many personalities",
     "slot_head": "entity head: one small MLP scores every (NPC, slot) pair for the targeted actions",
-    "slot_hidden": "width of the entity head's per-slot layer (32 trains ~13% faster on CPU but aims revenge "
-                   "worse)",
+    "slot_hidden": "width of the entity head's per-slot layer (32 trains about an eighth faster on CPU but aims "
+                   "revenge worse)",
     "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone)",
     "steps": "training budget in NPC-steps (rounded up to whole updates)",
     "envs": "villages stepped in parallel (0 = auto: enough for ~4 episodes each, at most 64)",
