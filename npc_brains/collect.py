@@ -14,12 +14,15 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from npc_brains.networks import Actor, NetSpec
+
+if TYPE_CHECKING:
+    from npc_brains.config import TrainConfig
 
 
 @dataclass
@@ -151,13 +154,11 @@ class Collector:
                      time.perf_counter() - start, truncated)
 
 
-
-
 class CollectorProcessError(RuntimeError):
     """The collector's child process failed; the message carries its traceback."""
 
 
-def _collector_process(conn: Any, cfg: Any, spec: dict, seed: int, rollout: int, bootstrap_truncated: bool,
+def _collector_process(conn: Any, cfg: TrainConfig, spec: dict, seed: int, rollout: int, bootstrap_truncated: bool,
                        buffers: list[dict[str, torch.Tensor]], stop: Any, rng_state: torch.Tensor) -> None:
     """The child's loop: build the env and a Collector, then fill the shared buffers on request."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which saves and then stops us
@@ -229,7 +230,7 @@ class ProcessCollector:
     weights, collected without holding this process's GIL. Two sets of shared rollout buffers alternate: the
     learner reads one batch while the child fills the next."""
 
-    def __init__(self, cfg: Any, env: Any, actor: Actor, seed: int, rollout: int, bootstrap_truncated: bool,
+    def __init__(self, cfg: TrainConfig, env: Any, actor: Actor, seed: int, rollout: int, bootstrap_truncated: bool,
                  rng_state: torch.Tensor | None = None):
         # fork where there is one (Linux): the child starts at once, and a script without an
         # `if __name__ == "__main__":` guard is not run again in it, as spawn would (macOS, Windows)
