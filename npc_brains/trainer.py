@@ -856,8 +856,10 @@ def config_from_checkpoint(path: str | Path, overrides: dict[str, Any] | None = 
     """The configuration stored in a checkpoint, with `overrides` applied (for --resume)."""
     ckpt = load_checkpoint(path)
     stored = dict(ckpt["config"])
-    if "slot_hidden" not in stored and "net" in ckpt:  # written before the option: the width its networks have
+    # written before these options: the entity head's width its networks have, the teacher's KL on every row
+    if "slot_hidden" not in stored and "net" in ckpt:
         stored["slot_hidden"] = NetSpec.from_dict(ckpt["net"]).slot_hidden
+    stored.setdefault("constraint_rows", 1.0)
     stored.update(overrides or {})
     try:
         return config_from_dict(stored, source=str(path))

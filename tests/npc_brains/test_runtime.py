@@ -244,7 +244,7 @@ def test_entity_head_is_shared_across_slots(trained, tmp_path):
 
 def test_policy_files_from_before_slot_hidden_load_with_the_older_width(trained, tmp_path):
     """Files written before `slot_hidden` existed have a 64-wide entity head and no width in their spec: they
-    load as they are, as a policy and for --resume."""
+    load as they are, as a policy and for --resume (which also keeps their teacher's KL on every row)."""
     from npc_brains.networks import LEGACY_SLOT_HIDDEN
     from npc_brains.trainer import config_from_checkpoint
 
@@ -256,6 +256,7 @@ def test_policy_files_from_before_slot_hidden_load_with_the_older_width(trained,
         ckpt = load_checkpoint(path)
         assert ckpt["net"].pop("slot_hidden") == LEGACY_SLOT_HIDDEN
         ckpt["config"].pop("slot_hidden")
+        ckpt["config"].pop("constraint_rows")
         save_checkpoint(path, ckpt)
     policy = load_policy(run_dir / "policy.pt", backend="torch")
     assert policy.actor.slot_head.from_slot.out_features == LEGACY_SLOT_HIDDEN
@@ -263,6 +264,7 @@ def test_policy_files_from_before_slot_hidden_load_with_the_older_width(trained,
     assert load_policy(run_dir / "policy.pt").act(obs, np.ones((3, policy.n_actions), bool)).actions.shape == (3,)
     resumed = config_from_checkpoint(run_dir / "checkpoints" / "last.pt", {"steps": 400})
     assert resumed.slot_hidden == LEGACY_SLOT_HIDDEN
+    assert resumed.constraint_rows == 1.0  # such a run evaluated the teacher's KL on every row, and goes on so
     narrow = load_checkpoint(run_dir / "policy.pt")  # a narrower head records its width and loads with it
     narrow["net"]["slot_hidden"] = 32
     for name in ("from_self.weight", "from_self.bias", "from_slot.weight", "from_slot.bias"):
