@@ -9,6 +9,7 @@ other down by a quarter. Both collect the same batches for the same seed (tested
 from __future__ import annotations
 
 import copy
+import os
 import signal
 import threading
 import time
@@ -67,6 +68,22 @@ def rollout_buffers(env: Any, rollout: int, device: torch.device, with_probs: bo
     if with_probs:
         out["probs"] = torch.empty((T, R, A), dtype=torch.float32, device=device)
     return {k: v.share_memory_() for k, v in out.items()} if shared else out
+
+
+def shared_bytes(env: Any, rollout: int) -> int:
+    """Shared memory the ProcessCollector's two sets of rollout buffers take."""
+    shapes = rollout_buffers(env, rollout, torch.device("meta"))  # sizes without allocating
+    return 2 * sum(t.numel() * t.element_size() for t in shapes.values())
+
+
+def shm_free_bytes() -> int | None:
+    """Free space of /dev/shm, where torch puts shared tensors on Linux (a container's --shm-size), or None
+    where there is no such mount."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 class Collector:

@@ -38,7 +38,7 @@ from npc_brains.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from npc_brains.collect import Batch, Collector, PendingBatch, ProcessCollector
+from npc_brains.collect import Batch, Collector, PendingBatch, ProcessCollector, shared_bytes, shm_free_bytes
 from npc_brains.config import ConfigError, TrainConfig, config_from_dict, update_shape
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
@@ -175,6 +175,8 @@ class Trainer:
             self._load_state(resume_ckpt)
             env_seed = cfg.seed + 1_000_003 * self.update  # fresh episodes, deterministic per resume point
         self._env_seed = env_seed
+        if cfg.collector == "process" and not (dev.type == "cpu" and cfg.double_buffer):
+            raise ConfigError("collector: 'process' needs --device cpu and double buffering (--double-buffer)")
         self.collector = Collector(env, self.brain.actor, dev, env_seed, self.T, cfg.bootstrap_truncated)
         if resume_ckpt is not None and "collector_rng" in resume_ckpt.get("rng", {}):
             self.collector.generator.set_state(resume_ckpt["rng"]["collector_rng"].cpu())
@@ -741,14 +743,21 @@ class Trainer:
     def _start_rollouts(self) -> Collector | ProcessCollector:
         """The collector for this run: a child process where `--collector` asks for one or, on auto, where
         double buffering runs on a multi-core CPU for at least PROCESS_COLLECTOR_MIN_UPDATES updates (starting
-        the process costs a couple of seconds); else this process's Collector."""
+        the process costs a couple of seconds) and /dev/shm has room for its buffers; else this process's
+        Collector."""
         cfg = self.cfg
         possible = self.device.type == "cpu" and bool(cfg.double_buffer)
-        if cfg.collector == "process" and not possible:
-            raise ConfigError("collector: 'process' needs --device cpu and double buffering (--double-buffer)")
         wanted = cfg.collector == "process" or (
             cfg.collector == "auto" and possible and (os.cpu_count() or 1) > 1
             and self.total_updates - self.update >= PROCESS_COLLECTOR_MIN_UPDATES)
+        # the shared buffers live in /dev/shm, which a container may keep small: writing past it kills the child
+        need, free = shared_bytes(self.env, self.T), shm_free_bytes()
+        if wanted and free is not None and free < need * 1.25:
+            if cfg.collector == "process":
+                raise ConfigError(f"collector: 'process' needs {need / 2**20:.0f} MiB of shared memory and /dev/shm "
+                                  f"has {free / 2**20:.0f} MiB free (raise a container's --shm-size, or use "
+                                  "--collector thread)")
+            wanted = False
         if wanted:
             self._rollouts = ProcessCollector(cfg, self.env, self.brain.actor, self._env_seed, self.T,
                                               cfg.bootstrap_truncated, self.collector.rng_state())

@@ -183,7 +183,10 @@ def run(args: argparse.Namespace) -> int:
           f"{c.minibatches} minibatches), device {trainer.device}"
           + (f", resuming at step {trainer.global_step}" if resume else ""), file=sys.stderr)
     start = time.perf_counter()
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    except ConfigError as exc:  # found when the run starts (e.g. no room in /dev/shm for --collector process)
+        raise UserError(str(exc)) from None
     wall = time.perf_counter() - start
     ret = "n/a" if result.final_return is None else f"{result.final_return:.3f}"
     if result.interrupted:

@@ -86,6 +86,9 @@ def test_toml_config_and_flag_precedence(tmp_path, village):
     (["--world", "no-such-world"], "no-such-world"),
     (["--env", "tests.npc_brains.tiny_env:make_box_env"], "only Discrete actions"),
     (["--env", "no_such_module_xyz:make"], "cannot import module"),
+    (["--collector", "fork"], "collector: expected one of auto, thread, process"),
+    (["--collector", "process", "--no-double-buffer"], "collector: 'process' needs --device cpu and double"),
+    (["--constraint-rows", "0"], "constraint_rows: expected a number in (0, 1]"),
 ])
 def test_user_mistakes_are_one_line_exit_2(tmp_path, village, args, message):
     out = village(*args, "--steps", "100", "--run-dir", str(tmp_path / "r"), "--no-progress")

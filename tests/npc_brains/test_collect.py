@@ -68,9 +68,8 @@ def test_a_failure_in_the_child_is_reported_with_its_traceback(tmp_path):
 def test_collector_option_is_checked(tmp_path):
     with pytest.raises(ConfigError, match="collector: expected one of auto, thread, process, got 'fork'"):
         _cfg(tmp_path, collector="fork").resolved()
-    trainer = Trainer(_cfg(tmp_path, collector="process", double_buffer=False), tensorboard=False)
     with pytest.raises(ConfigError, match="collector: 'process' needs --device cpu and double buffering"):
-        trainer.train()
+        Trainer(_cfg(tmp_path, collector="process", double_buffer=False), tensorboard=False)
 
 
 def test_process_collector_runs_a_pettingzoo_env(tmp_path):
@@ -79,3 +78,18 @@ def test_process_collector_runs_a_pettingzoo_env(tmp_path):
     trainer.train()
     rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "event" not in r]
     assert rows and rows[-1]["step"] >= 2000 and not trainer._rollouts.process.is_alive()
+
+
+def test_a_small_dev_shm_keeps_the_collector_in_a_thread_or_is_a_clear_error(tmp_path, monkeypatch):
+    from npc_brains.collect import rollout_buffers, shared_bytes
+
+    trainer = Trainer(_cfg(tmp_path / "auto", steps=2 * 12 * 8 * 8), tensorboard=False)
+    buffers = rollout_buffers(trainer.env, trainer.T, torch.device("cpu"))
+    assert shared_bytes(trainer.env, trainer.T) == 2 * sum(t.numel() * t.element_size() for t in buffers.values())
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    monkeypatch.setattr("npc_brains.trainer.shm_free_bytes", lambda: 1000)  # a container's tiny /dev/shm
+    trainer.train()
+    assert not isinstance(trainer._rollouts, ProcessCollector)
+    forced = Trainer(_cfg(tmp_path / "forced", collector="process"), tensorboard=False)
+    with pytest.raises(ConfigError, match=r"collector: 'process' needs \d+ MiB of shared memory and /dev/shm has 0"):
+        forced.train()
