@@ -50,7 +50,7 @@ PROJECTION_DIM = 16  # random projection used by the k-NN state-entropy estimate
 # this share of the rows both halves took about as long (measured 32 against 26.5 ms at 0.5)
 FIRST_HALF_SHARE = 0.45
 ROWS_PER_CPU_PASS = 2048  # rows per no-grad pass over a whole batch on CPU (Trainer._rows_per_pass)
-PROCESS_COLLECTOR_MIN_UPDATES = 8  # --collector auto: shorter runs collect in a thread (see _start_rollouts)
+PROCESS_COLLECTOR_MIN_UPDATES = 8  # --collector auto: shorter runs collect in a thread (see _collector_kind)
 
 
 def pick_device(name: str) -> torch.device:
@@ -175,8 +175,7 @@ class Trainer:
             self._load_state(resume_ckpt)
             env_seed = cfg.seed + 1_000_003 * self.update  # fresh episodes, deterministic per resume point
         self._env_seed = env_seed
-        if cfg.collector == "process" and not (dev.type == "cpu" and cfg.double_buffer):
-            raise ConfigError("collector: 'process' needs --device cpu and double buffering (--double-buffer)")
+        self.collector_kind = self._collector_kind()
         self.collector = Collector(env, self.brain.actor, dev, env_seed, self.T, cfg.bootstrap_truncated)
         if resume_ckpt is not None and "collector_rng" in resume_ckpt.get("rng", {}):
             self.collector.generator.set_state(resume_ckpt["rng"]["collector_rng"].cpu())
@@ -740,15 +739,18 @@ class Trainer:
         return row
 
     # ------------------------------------------------------------------ main loop
-    def _start_rollouts(self) -> Collector | ProcessCollector:
-        """The collector for this run: a child process where `--collector` asks for one or, on auto, where
-        double buffering runs on a multi-core CPU for at least PROCESS_COLLECTOR_MIN_UPDATES updates (starting
-        the process costs a couple of seconds) and /dev/shm has room for its buffers; else this process's
-        Collector."""
+    def _collector_kind(self) -> str:
+        """Where this run collects: "process" (a child process) where `--collector` asks for one or, on auto,
+        where double buffering runs on a multi-core CPU for at least PROCESS_COLLECTOR_MIN_UPDATES updates
+        (starting the process costs a couple of seconds) and /dev/shm has room for its buffers; else "thread"
+        (double buffering in this process) or "inline" (no double buffering)."""
         cfg = self.cfg
-        possible = self.device.type == "cpu" and bool(cfg.double_buffer)
+        if cfg.collector == "process" and not (self.device.type == "cpu" and cfg.double_buffer):
+            raise ConfigError("collector: 'process' needs --device cpu and double buffering (--double-buffer)")
+        if not cfg.double_buffer:
+            return "inline"
         wanted = cfg.collector == "process" or (
-            cfg.collector == "auto" and possible and (os.cpu_count() or 1) > 1
+            cfg.collector == "auto" and self.device.type == "cpu" and (os.cpu_count() or 1) > 1
             and self.total_updates - self.update >= PROCESS_COLLECTOR_MIN_UPDATES)
         # the shared buffers live in /dev/shm, which a container may keep small: writing past it kills the child
         need, free = shared_bytes(self.env, self.T), shm_free_bytes()
@@ -758,9 +760,13 @@ class Trainer:
                                   f"has {free / 2**20:.0f} MiB free (raise a container's --shm-size, or use "
                                   "--collector thread)")
             wanted = False
-        if wanted:
-            self._rollouts = ProcessCollector(cfg, self.env, self.brain.actor, self._env_seed, self.T,
-                                              cfg.bootstrap_truncated, self.collector.rng_state())
+        return "process" if wanted else "thread"
+
+    def _start_rollouts(self) -> Collector | ProcessCollector:
+        """This run's collector (see _collector_kind)."""
+        if self.collector_kind == "process":
+            self._rollouts = ProcessCollector(self.cfg, self.env, self.brain.actor, self._env_seed, self.T,
+                                              self.cfg.bootstrap_truncated, self.collector.rng_state())
         return self._rollouts
 
     def train(self) -> Result:

@@ -180,13 +180,10 @@ def run(args: argparse.Namespace) -> int:
     where = c.env if c.env else c.world
     print(f"village train: {c.algo} on {where}, {trainer.B} envs x {trainer.N} agents, {trainer.total_updates} "
           f"updates of {trainer.rows_per_update} NPC-steps ({c.epochs} epoch{'s' if c.epochs != 1 else ''} x "
-          f"{c.minibatches} minibatches), device {trainer.device}"
+          f"{c.minibatches} minibatches), device {trainer.device}, collector {trainer.collector_kind}"
           + (f", resuming at step {trainer.global_step}" if resume else ""), file=sys.stderr)
     start = time.perf_counter()
-    try:
-        result = trainer.train()
-    except ConfigError as exc:  # found when the run starts (e.g. no room in /dev/shm for --collector process)
-        raise UserError(str(exc)) from None
+    result = trainer.train()
     wall = time.perf_counter() - start
     ret = "n/a" if result.final_return is None else f"{result.final_return:.3f}"
     if result.interrupted:

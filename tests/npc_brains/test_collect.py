@@ -41,6 +41,7 @@ def test_auto_uses_a_process_for_long_cpu_runs_and_ends_it(tmp_path, monkeypatch
     assert isinstance(trainer._rollouts, ProcessCollector)
     assert not trainer._rollouts.process.is_alive()
     short = Trainer(_cfg(tmp_path / "short", steps=2 * 12 * 8 * 3), tensorboard=False)
+    assert short.collector_kind == "thread"
     short.train()
     assert not isinstance(short._rollouts, ProcessCollector)  # starting a process would cost more than it saves
 
@@ -83,13 +84,15 @@ def test_process_collector_runs_a_pettingzoo_env(tmp_path):
 def test_a_small_dev_shm_keeps_the_collector_in_a_thread_or_is_a_clear_error(tmp_path, monkeypatch):
     from npc_brains.collect import rollout_buffers, shared_bytes
 
-    trainer = Trainer(_cfg(tmp_path / "auto", steps=2 * 12 * 8 * 8), tensorboard=False)
-    buffers = rollout_buffers(trainer.env, trainer.T, torch.device("cpu"))
-    assert shared_bytes(trainer.env, trainer.T) == 2 * sum(t.numel() * t.element_size() for t in buffers.values())
     monkeypatch.setattr("os.cpu_count", lambda: 2)
+    roomy = Trainer(_cfg(tmp_path / "roomy", steps=2 * 12 * 8 * 8), tensorboard=False)
+    assert roomy.collector_kind == "process"
+    buffers = rollout_buffers(roomy.env, roomy.T, torch.device("cpu"))
+    assert shared_bytes(roomy.env, roomy.T) == 2 * sum(t.numel() * t.element_size() for t in buffers.values())
     monkeypatch.setattr("npc_brains.trainer.shm_free_bytes", lambda: 1000)  # a container's tiny /dev/shm
+    trainer = Trainer(_cfg(tmp_path / "auto", steps=2 * 12 * 8 * 8), tensorboard=False)
+    assert trainer.collector_kind == "thread"
     trainer.train()
     assert not isinstance(trainer._rollouts, ProcessCollector)
-    forced = Trainer(_cfg(tmp_path / "forced", collector="process"), tensorboard=False)
     with pytest.raises(ConfigError, match=r"collector: 'process' needs \d+ MiB of shared memory and /dev/shm has 0"):
-        forced.train()
+        Trainer(_cfg(tmp_path / "forced", collector="process"), tensorboard=False)
