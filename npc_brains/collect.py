@@ -171,13 +171,19 @@ class Collector:
                      time.perf_counter() - start, truncated)
 
 
+PARENT_CHECK_S = 1.0  # how often an idle collector process checks that its parent is still there
+
+
 class CollectorProcessError(RuntimeError):
     """The collector's child process failed; the message carries its traceback."""
 
 
-def _collector_process(conn: Any, cfg: TrainConfig, spec: dict, seed: int, rollout: int, bootstrap_truncated: bool,
-                       buffers: list[dict[str, torch.Tensor]], stop: Any, rng_state: torch.Tensor) -> None:
+def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainConfig, spec: dict, seed: int,
+                       rollout: int, bootstrap_truncated: bool, buffers: list[dict[str, torch.Tensor]], stop: Any,
+                       rng_state: torch.Tensor) -> None:
     """The child's loop: build the env and a Collector, then fill the shared buffers on request."""
+    # a forked child holds the parent's end of the pipe too; closed, the pipe ends when the parent does
+    parent_end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which saves and then stops us
     torch.set_num_threads(1)
     try:
@@ -193,6 +199,9 @@ def _collector_process(conn: Any, cfg: TrainConfig, spec: dict, seed: int, rollo
     conn.send(("ready",))
     while True:
         try:
+            while not conn.poll(PARENT_CHECK_S):
+                if os.getppid() != parent_pid:  # the parent is gone (kill -9) and we were handed to another
+                    return
             message = conn.recv()
         except (EOFError, OSError):  # the parent is gone
             return
@@ -263,8 +272,8 @@ class ProcessCollector:
         self.stop = ctx.Event()
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_collector_process, name="collector", daemon=True,
-                                   args=(child, cfg, actor.spec.to_dict(), seed, rollout, bootstrap_truncated,
-                                         self.buffers, self.stop, rng_state))
+                                   args=(child, self.conn, os.getpid(), cfg, actor.spec.to_dict(), seed, rollout,
+                                         bootstrap_truncated, self.buffers, self.stop, rng_state))
         self.process.start()
         child.close()
         self.pending: PendingBatch | None = None

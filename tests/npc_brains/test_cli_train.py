@@ -153,13 +153,37 @@ def test_existing_run_needs_resume_or_overwrite(tmp_path, village):
     assert village(*args, "--overwrite").returncode == 0
 
 
+def _children(pid: int) -> list[int]:
+    """Running processes whose parent is pid (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _state(int(entry.name)) not in (None, "Z"):
+            stat = (entry / "stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _state(pid: int) -> str | None:
+    """A process's state letter, or None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def test_kill_9_then_resume_continues_from_the_last_checkpoint(tmp_path, village):
     args = ["--world", "village-v1", "--envs", "1", "--rollout", "8", "--epochs", "1", "--run-dir", str(tmp_path),
             "--checkpoint-every", "2", "--no-progress", "--device", "cpu"]
     proc = start(*args, "--steps", "1000000")
     wait_for_rows(tmp_path, 5, proc)
+    collectors = _children(proc.pid) if Path("/proc/self/stat").exists() else []
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
+    deadline = time.monotonic() + 30  # the collector process ends with its parent (it checks every second)
+    while time.monotonic() < deadline and any(_state(pid) not in (None, "Z") for pid in collectors):
+        time.sleep(0.1)
+    assert all(_state(pid) in (None, "Z") for pid in collectors)
     ckpt = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
     step, update = ckpt["progress"]["global_step"], ckpt["progress"]["update"]
     assert update >= 2 and update % 2 == 0
