@@ -32,6 +32,7 @@ def bundled_flags() -> list[str]:
     (`--slot-hidden`), read from the policy file, which stores them: every run starts from them, and a lever's
     flags come after (the last value wins)."""
     from npc_brains.checkpoint import load_checkpoint
+    from npc_brains.networks import NetSpec
     from npc_brains.runtime import DEFAULT_POLICY
 
     if not DEFAULT_POLICY.is_file():
@@ -44,8 +45,6 @@ def bundled_flags() -> list[str]:
     for name in ("envs", "rollout", "epochs", "minibatches"):
         if config.get(name):
             flags += [f"--{name}", str(config[name])]
-    from npc_brains.networks import NetSpec
-
     # a policy file from before constraint_rows existed evaluated the teacher's KL on every row, and one from
     # before slot_hidden has the entity head's older width (its net spec says which)
     return [*flags, "--constraint-rows", str(config.get("constraint_rows") or 1.0),

@@ -75,7 +75,7 @@ def train_loop(device: str, updates: int, **overrides) -> tuple[float, dict]:
                      "algo": c.algo, "threads": c.threads, "envs": c.envs, "rollout": c.rollout, "epochs": c.epochs,
                      "minibatches": c.minibatches, "hidden": c.hidden, "double_buffer": c.double_buffer,
                      "rows_per_update": trainer.rows_per_update, "cpu_busy": round(busy, 3),
-                     "collector": type(trainer._rollouts).__name__}
+                     "collector": trainer.collector_kind}
 
 
 def update_latency(device: str, repeats: int, **overrides) -> tuple[float, dict]:

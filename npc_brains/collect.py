@@ -257,16 +257,14 @@ class ProcessCollector:
     learner reads one batch while the child fills the next."""
 
     def __init__(self, cfg: TrainConfig, env: Any, actor: Actor, seed: int, rollout: int, bootstrap_truncated: bool,
-                 rng_state: torch.Tensor | None = None):
+                 rng_state: torch.Tensor):
         # fork where there is one (Linux): the child starts at once, and a script without an
         # `if __name__ == "__main__":` guard is not run again in it, as spawn would (macOS, Windows)
         methods = torch.multiprocessing.get_all_start_methods()
         ctx = torch.multiprocessing.get_context("fork" if "fork" in methods else "spawn")
         cpu = torch.device("cpu")
         self.buffers = [rollout_buffers(env, rollout, cpu, shared=True) for _ in range(2)]
-        if rng_state is None:  # what Collector starts from
-            rng_state = torch.Generator().manual_seed(seed + 1).get_state()
-        self.last_rng_state = rng_state
+        self.last_rng_state = rng_state  # the sampling state to start from (a Collector's `rng_state()`)
         self.weights: dict[str, np.ndarray] = {}
         self.sync(actor)
         self.stop = ctx.Event()

@@ -412,15 +412,20 @@ class Trainer:
         is state_vt[vt]; the same as brain.critic(obs, state_vt[vt]) up to float rounding. With `chunk`, in
         passes of that many rows."""
         critic = self.brain.critic
-        passes = [slice(None)] if chunk is None else self._passes(obs.shape[0], chunk)
         if not critic.central:
-            return torch.cat([critic(obs[part], None) for part in passes])
-        if vt.numel() >= state_vt.shape[0]:  # (nearly) every village-tick occurs: its state part once
+            def value(part: slice) -> torch.Tensor:
+                return critic(obs[part], None)
+        elif vt.numel() >= state_vt.shape[0]:  # (nearly) every village-tick occurs: its state part once
             feats_vt = critic.state_features(state_vt)
-            return torch.cat([critic.from_state_features(obs[part], feats_vt.index_select(0, vt[part]))
-                              for part in passes])
-        return torch.cat([critic.from_state_features(obs[part], critic.state_features(
-            state_vt.index_select(0, vt[part]))) for part in passes])
+
+            def value(part: slice) -> torch.Tensor:
+                return critic.from_state_features(obs[part], feats_vt.index_select(0, vt[part]))
+        else:
+            def value(part: slice) -> torch.Tensor:
+                return critic.from_state_features(obs[part], critic.state_features(state_vt.index_select(0, vt[part])))
+        if chunk is None:  # the minibatch path: one pass, no concatenation
+            return value(slice(None))
+        return torch.cat([value(part) for part in self._passes(obs.shape[0], chunk)])
 
     @torch.no_grad()
     def _teacher_terms(self, flat: dict[str, torch.Tensor], n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -753,8 +758,8 @@ class Trainer:
             cfg.collector == "auto" and self.device.type == "cpu" and (os.cpu_count() or 1) > 1
             and self.total_updates - self.update >= PROCESS_COLLECTOR_MIN_UPDATES)
         # the shared buffers live in /dev/shm, which a container may keep small: writing past it kills the child
-        need, free = shared_bytes(self.env, self.T), shm_free_bytes()
-        if wanted and free is not None and free < need * 1.25:
+        need, free = (shared_bytes(self.env, self.T), shm_free_bytes()) if wanted else (0, None)
+        if free is not None and free < need * 1.25:
             if cfg.collector == "process":
                 raise ConfigError(f"collector: 'process' needs {need / 2**20:.0f} MiB of shared memory and /dev/shm "
                                   f"has {free / 2**20:.0f} MiB free (raise a container's --shm-size, or use "

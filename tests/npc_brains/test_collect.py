@@ -48,7 +48,8 @@ def test_auto_uses_a_process_for_long_cpu_runs_and_ends_it(tmp_path, monkeypatch
 
 def test_close_stops_a_collection_under_way(tmp_path):
     trainer = Trainer(_cfg(tmp_path, rollout=64, envs=8), tensorboard=False)
-    collector = ProcessCollector(trainer.cfg, trainer.env, trainer.brain.actor, 0, 64, False)
+    collector = ProcessCollector(trainer.cfg, trainer.env, trainer.brain.actor, 0, 64, False,
+                                 trainer.collector.rng_state())
     collector.submit(False)
     collector.close()
     assert not collector.process.is_alive() and collector.process.exitcode == 0
@@ -56,7 +57,8 @@ def test_close_stops_a_collection_under_way(tmp_path):
 
 def test_a_failure_in_the_child_is_reported_with_its_traceback(tmp_path):
     trainer = Trainer(_cfg(tmp_path), tensorboard=False)
-    collector = ProcessCollector(trainer.cfg, trainer.env, trainer.brain.actor, 0, 8, False)
+    collector = ProcessCollector(trainer.cfg, trainer.env, trainer.brain.actor, 0, 8, False,
+                                 trainer.collector.rng_state())
     try:
         collector.weights = {"not.a.weight": np.zeros(3, np.float32)}
         with pytest.raises(CollectorProcessError, match="(?s)Traceback.*Unexpected key.*not.a.weight"):
