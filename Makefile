@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch first, pinned: on this machine pip takes the local CPU wheel (a plain `torch` pulls a CUDA build)
+	# torch first, pinned: where a local CPU wheel is offered pip takes it (a plain `torch` may pull a CUDA build)
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)

@@ -84,7 +84,7 @@ class TrainConfig:
     max_grad_norm: float = 0.5
     hidden: int = 128
     slot_head: bool = True  # entity head: targeted logits from (self, slot) pairs, shared across slots
-    # its per-slot layer's width: its activations (rows x slots x width) are the actor's largest; 32 trained 13%
+    # its per-slot layer's width: its activations (rows x slots x width) are the actor's largest; 32 trains
     # faster on CPU but aimed revenge worse (accuracy 0.91 against 0.995 at 64; docs/training.md)
     slot_hidden: int = 64
     # --- Dr. MAS components (None = the algorithm's preset, see PRESETS)

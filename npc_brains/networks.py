@@ -82,7 +82,7 @@ class SlotHead(nn.Module):
         R = obs.shape[0]
         # one (R x K, F) matrix: a (R, K, F) view of the obs columns is not contiguous, and where the weights do
         # not require grad (the collector's and the runtime's copies, the teacher) torch multiplies such a view
-        # as a batch of R small matrices, about 4x slower than one matrix product
+        # as a batch of R small matrices, much slower than one matrix product
         slots = obs[:, self.offset:self.offset + self.slots * self.features].reshape(R * self.slots, self.features)
         # in place: the (R, K, H) activations are the largest of the actor, and a fresh buffer for each of the
         # add and the tanh costs memory bandwidth (autograd keeps what the backward needs: tanh's output)

@@ -47,7 +47,7 @@ from npc_brains.stability import StabilityMonitor, Thresholds, cooperation_effic
 
 PROJECTION_DIM = 16  # random projection used by the k-NN state-entropy estimate
 # the first of a minibatch's two halves also computes the contrastive term (the encoder on 512 more rows): with
-# this share of the rows both halves took about as long (measured 32 against 26.5 ms at 0.5)
+# this share of the rows both halves take about as long (docs/history.md, "Timings behind code choices")
 FIRST_HALF_SHARE = 0.45
 ROWS_PER_CPU_PASS = 2048  # rows per no-grad pass over a whole batch on CPU (Trainer._rows_per_pass)
 PROCESS_COLLECTOR_MIN_UPDATES = 8  # --collector auto: shorter runs collect in a thread (see _collector_kind)
@@ -132,7 +132,7 @@ class Trainer:
         self.brain = Brain(self.spec, bool(cfg.value_norm)).to(self.device)
         params = [p for n, p in self.brain.named_parameters() if not n.startswith("teacher.")]
         self._grad_params = [p for p in params if p.requires_grad]
-        # fused: one kernel for every parameter (on this CPU 0.3 ms a step against 1.5 ms for the per-tensor loop)
+        # fused: one kernel for every parameter instead of a loop over tensors
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, eps=1e-5,
                                           fused=self.device.type in ("cpu", "cuda"))
         self.actor_params = [p for n, p in self.brain.actor.named_parameters() if not n.startswith("runtime_value")]
@@ -167,8 +167,7 @@ class Trainer:
                                    and (os.cpu_count() or 1) > 1)
         self._collecting: Future | PendingBatch | None = None  # the double-buffered collection during learn()
         # rows per no-grad pass over a whole batch (proximal and teacher policies, values): on CPU small enough
-        # that a pass's activations (the slot head's are rows x slots x 64) stay in cache, which measured about
-        # a third faster than one pass over ~47k rows; on a GPU one pass
+        # that a pass's activations (the slot head's are rows x slots x 64) stay in cache; on a GPU one pass
         self._rows_per_pass = ROWS_PER_CPU_PASS if self.device.type == "cpu" else 65536
         env_seed = cfg.seed
         if resume_ckpt is not None:

@@ -185,7 +185,7 @@ def test_entropy_bonus_follows_its_cosine_schedule(tmp_path):
 
 @pytest.mark.slow
 def test_drmas_learns_on_village_v1(tmp_path):
-    """2M NPC-steps (about two minutes on 2 cores). The first epochs score about -26 per NPC-episode (a
+    """2M NPC-steps. The first epochs score about -26 per NPC-episode (a
     near-random policy); the return dips, then climbs (to about -9 when this test was written). Dr. MAS must
     end clearly above where it started."""
     cfg = TrainConfig(world="village-v1", algo="drmas", steps=2_000_000, envs=64, run_dir=str(tmp_path),
