@@ -56,6 +56,7 @@ log = logging.getLogger("bridge.sessions")
 SNAPSHOT_FORMAT = 1
 REPLAY_CACHE = 8  # replies remembered per session for retried requests
 ID_MAP_LIMIT = 4096  # engine event id -> session event number, most recent kept
+QUARANTINE = "quarantine"  # sessions/ subfolder that unreadable snapshots are moved to
 NPC_KEYS = ("name", "role", "traits", "health", "x", "y")
 
 
@@ -559,21 +560,47 @@ class SessionStore:
                 self._path(sid).unlink()
 
     def save(self, session: Session) -> None:
-        """Write the session's snapshot atomically (temp file + rename); no-op without a state dir."""
+        """Write the session's snapshot atomically and durably; no-op without a state dir.
+
+        The bytes are fsynced before the rename and the directory after it: without that, a power loss can
+        leave an empty or truncated file under the final name, which is exactly what a restore cannot read.
+        """
         if self.dir is None:
             return
         fd, tmp = tempfile.mkstemp(prefix=f".{session.id}.", suffix=".npz.tmp", dir=self.dir)
         try:
             with os.fdopen(fd, "wb") as handle:
                 np.savez(handle, **session.snapshot())
+                handle.flush()
+                os.fsync(handle.fileno())
             os.replace(tmp, self._path(session.id))
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
+        _fsync_dir(self.dir)
+
+    def _quarantine(self, path: Path) -> Path:
+        """Move an unreadable snapshot aside (never delete it: it may still be worth a look)."""
+        assert self.dir is not None
+        folder = self.dir / QUARANTINE
+        folder.mkdir(exist_ok=True)
+        target = folder / path.name
+        n = 1
+        while target.exists():
+            target = folder / f"{path.stem}.{n}{path.suffix}"
+            n += 1
+        os.replace(path, target)
+        return target
 
     def restore_all(self) -> tuple[int, list[str]]:
-        """Load every saved session; returns (restored count, problems). Expired ones are deleted."""
+        """Load every saved session; returns (restored count, problems). Expired ones are deleted.
+
+        A snapshot that cannot be read (empty, truncated, bit-flipped, not a snapshot) is moved to
+        `sessions/quarantine/` and reported, so it neither stops the start-up nor is reported again at the
+        next one. A readable snapshot this server cannot rebuild (a different --slots, say) stays where it is
+        and is reported: a restart with the settings it was made under restores it.
+        """
         if self.dir is None:
             return 0, []
         problems: list[str] = []
@@ -582,11 +609,19 @@ class SessionStore:
         for path in sorted(self.dir.glob("*.npz")):
             sid = path.stem
             try:
-                with np.load(path, allow_pickle=False) as data:
-                    arrays = {k: data[k] for k in data.files}
-                meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
-                if meta.get("format") != SNAPSHOT_FORMAT or meta.get("id") != sid:
-                    raise ValueError(f"unexpected snapshot format {meta.get('format')!r}")
+                arrays, meta = _read_snapshot(path, sid)
+            except Exception as exc:  # noqa: BLE001 - any failure to parse the bytes means a corrupt file
+                reason = _one_line(exc)
+                try:
+                    moved = self._quarantine(path)
+                except OSError as move_exc:
+                    problems.append(f"{path.name}: unreadable snapshot ({reason}); could not move it aside: "
+                                    f"{move_exc}")
+                else:
+                    problems.append(f"{path.name}: unreadable snapshot ({reason}); moved to "
+                                    f"{moved.relative_to(self.dir.parent)}")
+                continue
+            try:
                 if now - float(meta["last_used"]) > self.ttl_s:
                     path.unlink()
                     continue
@@ -595,6 +630,41 @@ class SessionStore:
                 self.sessions[sid] = session
                 restored += 1
             except (OSError, ValueError, KeyError, TypeError, ProtocolError, WorldError) as exc:
-                problems.append(f"{path.name}: {exc}")
+                problems.append(f"{path.name}: not restored, left in place: {_one_line(exc)}")
         return restored, problems
 
+
+def _read_snapshot(path: Path, sid: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The arrays and metadata of one snapshot file; raises on anything that is not a whole snapshot."""
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {k: data[k] for k in data.files}  # reading every member checks each one's CRC
+    if "meta" not in arrays:
+        raise ValueError("no metadata entry")
+    meta = json.loads(arrays.pop("meta").tobytes().decode("utf-8"))
+    if not isinstance(meta, dict):
+        raise ValueError("metadata is not a JSON object")
+    if meta.get("format") != SNAPSHOT_FORMAT or meta.get("id") != sid:
+        raise ValueError(f"unexpected snapshot format {meta.get('format')!r} or id {meta.get('id')!r}")
+    for key in ("last_used", "create", "rng", "event_seq", "pending", "engine_ids", "replies"):
+        if key not in meta:
+            raise ValueError(f"metadata lacks {key!r}")
+    return arrays, meta
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "no detail"
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename inside `folder` durable (a no-op where directories cannot be opened, as on Windows)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

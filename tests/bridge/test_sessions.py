@@ -172,6 +172,58 @@ def test_corrupt_snapshot_is_reported_not_fatal(tmp_path, world_text):
     assert restored == 1 and len(problems) == 1 and "deadbeefdeadbeef" in problems[0]
 
 
+def _damaged(good: bytes) -> dict[str, bytes]:
+    flipped = bytearray(good)
+    for k in range(len(flipped) // 3, len(flipped) // 3 + 64):  # inside the first members' data
+        flipped[k] ^= 0xFF
+    return {"empty": b"", "truncated": good[: len(good) // 2], "flipped": bytes(flipped), "junk": b"not a zip"}
+
+
+def test_corrupt_snapshots_are_quarantined_and_the_good_ones_restored(tmp_path, world_text):
+    store = _store(tmp_path)
+    good = [store.create({"world": world_text, "seed": k}) for k in range(2)]
+    for session in good:
+        store.save(session)
+    folder = tmp_path / "sessions"
+    sample = (folder / f"{good[0].id}.npz").read_bytes()
+    bad = {f"{k:016x}": data for k, data in enumerate(_damaged(sample).values())}
+    for sid, data in bad.items():
+        (folder / f"{sid}.npz").write_bytes(data)
+    twin = _store(tmp_path)
+    restored, problems = twin.restore_all()
+    assert restored == 2 and {s.id for s in twin} == {s.id for s in good}
+    assert len(problems) == len(bad)
+    for sid, data in bad.items():
+        line = next(p for p in problems if p.startswith(f"{sid}.npz"))
+        assert "quarantine" in line and "\n" not in line
+        assert (folder / "quarantine" / f"{sid}.npz").read_bytes() == data  # moved aside, not lost
+        assert not (folder / f"{sid}.npz").exists()
+    assert _store(tmp_path).restore_all() == (2, [])  # the next start has nothing left to report
+
+
+def test_incompatible_snapshot_is_left_in_place(tmp_path, world_text):
+    store = _store(tmp_path)
+    session = store.create({"world": world_text})
+    store.save(session)
+    wider = SessionStore(Limits(), slots=40, ttl_s=600.0, state_dir=tmp_path)  # a server with --slots 40
+    restored, problems = wider.restore_all()
+    assert restored == 0 and len(problems) == 1 and "left in place" in problems[0]
+    assert (tmp_path / "sessions" / f"{session.id}.npz").exists()
+    assert _store(tmp_path).restore_all() == (1, [])
+
+
+def test_snapshot_is_fsynced_before_the_rename(tmp_path, world_text, monkeypatch):
+    import bridge.sessions as sessions
+
+    calls: list[str] = []
+    real_fsync, real_replace = sessions.os.fsync, sessions.os.replace
+    monkeypatch.setattr(sessions.os, "fsync", lambda fd: (calls.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(sessions.os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
+    store = _store(tmp_path)
+    store.save(store.create({"world": world_text}))
+    assert calls[:2] == ["fsync", "replace"]
+
+
 def test_expired_snapshots_are_dropped_at_restore(tmp_path, world_text):
     store = _store(tmp_path)
     session = store.create({"world": world_text})
