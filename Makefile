@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench clean install
+.PHONY: demo test test-slow lint bench clean install js-deps
+JS := bridge/clients/js
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,7 +20,16 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/village demo
 
-test: $(STAMP)
+# the JS client test's dependencies, from the lock file, when npm is there (the test skips without them)
+js-deps:
+	@if ! command -v npm >/dev/null 2>&1; then \
+	  echo "npm not found: the JS client test will skip"; \
+	elif [ ! -f $(JS)/node_modules/.package-lock.json ] || [ $(JS)/package-lock.json -nt $(JS)/node_modules/.package-lock.json ]; then \
+	  (cd $(JS) && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
+	    || echo "npm ci failed in $(JS): the JS client test will skip"; \
+	fi
+
+test: $(STAMP) js-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
@@ -34,4 +44,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache $(JS)/node_modules

@@ -1,8 +1,8 @@
 """The C++ and JavaScript clients, built and run against a live server: hello, act, a session with a death.
 
 They skip (with the reason) where the toolchain is missing: g++ with cppzmq + msgpack-cxx
-(`apt-get install g++ libzmq3-dev cppzmq-dev libmsgpack-cxx-dev`), or node with `npm install` done in
-bridge/clients/js.
+(`apt-get install g++ libzmq3-dev cppzmq-dev libmsgpack-cxx-dev`), or node with the JS dependencies installed in
+bridge/clients/js (`make test` runs `npm ci` there when npm is on PATH).
 """
 
 from __future__ import annotations
@@ -65,12 +65,25 @@ def test_cpp_client_round_trip(server, tmp_path):
     _check_transcript(run.stdout)
 
 
+def _missing_js_dependencies() -> str:
+    """What is missing of a complete `npm ci` in bridge/clients/js ('' when nothing is)."""
+    modules = JS / "node_modules"
+    # npm writes its hidden lock file once an install is complete: a half-done install has none
+    for needed in (modules / ".package-lock.json", modules / "zeromq" / "package.json",
+                   modules / "@msgpack" / "msgpack" / "package.json"):
+        if not needed.is_file():
+            return str(needed.relative_to(JS))
+    return ""
+
+
 def test_js_client_round_trip(server):
     node = shutil.which("node")
     if node is None:
         pytest.skip("no node (install nodejs)")
-    if not (JS / "node_modules" / "zeromq").is_dir() or not (JS / "node_modules" / "@msgpack" / "msgpack").is_dir():
-        pytest.skip("JS dependencies missing: run `npm install` in bridge/clients/js")
+    missing = _missing_js_dependencies()
+    if missing:
+        pytest.skip(f"JS dependencies not installed ({missing}): run `npm ci` in bridge/clients/js "
+                    "(`make test` does when npm is on PATH)")
     run = subprocess.run([node, str(JS / "example.mjs"), server.endpoint, str(WORLD)], capture_output=True,
                          text=True, timeout=120, cwd=JS)
     assert run.returncode == 0, run.stderr
