@@ -107,6 +107,8 @@ def load_scenario(id_or_path: str | Path) -> Scenario:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: expected UTF-8 text, got undecodable bytes at offset {exc.start}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     return scenario_from_dict(data, source=str(path))

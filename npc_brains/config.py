@@ -213,7 +213,30 @@ def _check(cond: bool, name: str, expected: str, value: Any) -> None:
         raise ConfigError(f"{name}: expected {expected}, got {value!r}")
 
 
+def _type_error(annotation: str, value: Any) -> str | None:
+    """What a field of this annotation expects, where `value` is not of its type; None where it is.
+
+    TOML has real booleans, so a string such as "false" is refused rather than read by truthiness (which would
+    turn a switch on); checked first, so every later comparison sees the type it expects."""
+    if value is None and annotation.endswith("| None"):
+        return None
+    base = annotation.removesuffix(" | None")
+    if base == "bool":
+        return None if isinstance(value, bool) else "true or false"
+    if base == "str":
+        return None if isinstance(value, str) else "a string"
+    if base == "int":
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if base == "float":
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
+    return None
+
+
 def validate(cfg: TrainConfig) -> None:
+    for f in fields(cfg):
+        expected = _type_error(str(f.type), getattr(cfg, f.name))
+        if expected is not None:
+            raise ConfigError(f"{f.name}: expected {expected}, got {getattr(cfg, f.name)!r}")
     _check(cfg.algo in ALGOS, "algo", f"one of {', '.join(ALGOS)}", cfg.algo)
     _check(isinstance(cfg.trait_noise, (int, float)) and 0 <= cfg.trait_noise <= 1, "trait_noise",
            "a number in [0, 1]", cfg.trait_noise)
@@ -313,6 +336,10 @@ def load_toml_config(path: str | Path) -> dict[str, Any]:
             data = tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{p}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot read: {exc.strerror or exc}") from None
     if "train" in data and isinstance(data["train"], dict):
         data = {**{k: v for k, v in data.items() if k != "train"}, **data["train"]}
     return data

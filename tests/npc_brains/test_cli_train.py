@@ -127,6 +127,32 @@ def test_bad_toml_key(tmp_path, village):
     assert out.returncode == 2 and "unknown option 'learning_rate'" in out.stderr
 
 
+@pytest.mark.parametrize("text, message", [
+    ('central_critic = "false"\n', "central_critic: expected true or false, got 'false'"),
+    ('film = "no"\n', "film: expected true or false, got 'no'"),
+    ('proximal_clip = 0\n', "proximal_clip: expected true or false, got 0"),
+    ('world = ["a"]\n', "world: expected a string, got ['a']"),
+    ('device = 0\n', "device: expected a string, got 0"),
+    ('lr = "0.1"\n', "lr: expected a number, got '0.1'"),
+])
+def test_config_values_of_the_wrong_type_are_one_line(tmp_path, village, text, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    out = village("--config", str(cfg), "--run-dir", str(tmp_path / "r"), "--no-progress")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [f"village train: error: {message}"]
+    assert not (tmp_path / "r").exists()
+
+
+def test_non_utf8_config_is_one_line(tmp_path, village):
+    cfg = tmp_path / "latin1.toml"
+    cfg.write_bytes("steps = 100 # d\u00e9j\u00e0\n".encode("latin-1"))
+    out = village("--config", str(cfg), "--run-dir", str(tmp_path / "r"), "--no-progress")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not UTF-8" in lines[0] and "latin1.toml" in lines[0]
+
+
 def test_corrupted_or_foreign_checkpoint_on_resume(tmp_path, village):
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)

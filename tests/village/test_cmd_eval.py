@@ -114,6 +114,15 @@ def test_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys: py
     assert err.startswith("village eval: error: ") and message in err
 
 
+def test_a_non_utf8_scenario_file_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "latin1.toml"
+    scenario.write_bytes("name = 'd\u00e9j\u00e0'\n".encode("latin-1"))
+    assert call(["eval", "--policy", "scripted", "--seeds", "1", "--quiet", "--scenarios", str(scenario)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "latin1.toml" in err and "UTF-8" in err
+
+
 def test_a_missing_bundled_policy_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     from npc_brains.runtime import DEFAULT_POLICY
 
