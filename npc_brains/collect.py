@@ -3,7 +3,12 @@
 With double buffering the next batch is collected while the learner updates, either in a thread
 (`Collector`) or, on a multi-core CPU, in a child process (`ProcessCollector`): the environment is Python and
 numpy code that holds the GIL most of the time, and in one process the learner and the collector slowed each
-other down by a quarter. Both collect the same batches for the same seed (tested).
+other down by a quarter. Both collect the same batches for the same seed (tested). Past one machine, Ray
+actors collect (npc_brains.distributed.RayCollector). Whatever collects is a `Rollouts`: the trainer's seam.
+
+The child process is started without the parent's threads (forkserver, else spawn) and builds its own
+environments: a third-party env factory that starts threads (JAX, a simulator's client) leaves locks that a
+forked child would inherit held, and it would hang in its first step.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -50,6 +55,35 @@ class Batch:
 
 class Cancelled(Exception):
     pass
+
+
+class PendingRollout(Protocol):
+    """A batch being collected elsewhere (a Future's `done()` / `result()`)."""
+
+    def done(self) -> bool: ...
+
+    def result(self) -> Batch: ...
+
+
+class Rollouts(Protocol):
+    """What the trainer collects with, besides the in-process `Collector` (which it runs in a thread):
+    a child process (`ProcessCollector`) or Ray workers (npc_brains.distributed.RayCollector)."""
+
+    def sync(self, actor: Actor) -> None:
+        """Weights for the next collection."""
+
+    def submit(self, store_probs: bool) -> PendingRollout:
+        """Start collecting the next batch (one at a time)."""
+
+    def collect(self, store_probs: bool) -> Batch: ...
+
+    def rng_state(self) -> torch.Tensor:
+        """The sampling state to store in checkpoints."""
+
+    def events(self) -> list[dict[str, Any]]:
+        """Rows for metrics.jsonl about the collector itself (a worker restarted), each taken once."""
+
+    def close(self) -> None: ...
 
 
 def rollout_buffers(env: Any, rollout: int, device: torch.device, with_probs: bool = True,
@@ -172,6 +206,30 @@ class Collector:
 
 
 PARENT_CHECK_S = 1.0  # how often an idle collector process checks that its parent is still there
+# the child's start (an interpreter, torch, the env factory) may take this long before it is reported as stuck
+READY_TIMEOUT_S = 300.0
+PROCESS_PRELOAD = ["torch", "npc_brains.collect", "npc_brains.envs"]  # imported once, in the forkserver
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, under another user (its pid was reused)
+        return True
+    return True
+
+
+def process_context() -> Any:
+    """A multiprocessing context whose children do not inherit this process's threads: forkserver (a clean
+    server process forks them, with torch already imported) where there is one, else spawn."""
+    methods = torch.multiprocessing.get_all_start_methods()
+    if "forkserver" in methods:
+        ctx = torch.multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(PROCESS_PRELOAD)
+        return ctx
+    return torch.multiprocessing.get_context("spawn")
 
 
 class CollectorProcessError(RuntimeError):
@@ -182,7 +240,7 @@ def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainCo
                        rollout: int, bootstrap_truncated: bool, buffers: list[dict[str, torch.Tensor]], stop: Any,
                        rng_state: torch.Tensor) -> None:
     """The child's loop: build the env and a Collector, then fill the shared buffers on request."""
-    # a forked child holds the parent's end of the pipe too; closed, the pipe ends when the parent does
+    # the child was handed the parent's end of the pipe too; closed, the pipe ends when the parent does
     parent_end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which saves and then stops us
     torch.set_num_threads(1)
@@ -200,7 +258,7 @@ def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainCo
     while True:
         try:
             while not conn.poll(PARENT_CHECK_S):
-                if os.getppid() != parent_pid:  # the parent is gone (kill -9) and we were handed to another
+                if not _alive(parent_pid):  # the parent is gone (kill -9)
                     return
             message = conn.recv()
         except (EOFError, OSError):  # the parent is gone
@@ -258,10 +316,9 @@ class ProcessCollector:
 
     def __init__(self, cfg: TrainConfig, env: Any, actor: Actor, seed: int, rollout: int, bootstrap_truncated: bool,
                  rng_state: torch.Tensor):
-        # fork where there is one (Linux): the child starts at once, and a script without an
-        # `if __name__ == "__main__":` guard is not run again in it, as spawn would (macOS, Windows)
-        methods = torch.multiprocessing.get_all_start_methods()
-        ctx = torch.multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+        # no fork: see the module's docstring (a script that starts training needs the usual
+        # `if __name__ == "__main__":` guard, as everywhere multiprocessing spawns)
+        ctx = process_context()
         cpu = torch.device("cpu")
         self.buffers = [rollout_buffers(env, rollout, cpu, shared=True) for _ in range(2)]
         self.last_rng_state = rng_state  # the sampling state to start from (a Collector's `rng_state()`)
@@ -276,10 +333,22 @@ class ProcessCollector:
         child.close()
         self.pending: PendingBatch | None = None
         self._slot = 0
-        self.reply("ready")
+        self.reply("ready", timeout=READY_TIMEOUT_S)
 
-    def reply(self, expected: str) -> tuple:
+    def reply(self, expected: str, timeout: float | None = None) -> tuple:
+        """The child's next message, which must be `expected`; never waits on a child that died, nor (with
+        `timeout`) longer than that."""
+        waited = 0.0
         try:
+            while not self.conn.poll(PARENT_CHECK_S):
+                waited += PARENT_CHECK_S
+                if not self.process.is_alive():
+                    raise EOFError
+                if timeout is not None and waited >= timeout:
+                    self.process.kill()
+                    raise CollectorProcessError(
+                        f"the collector process did not start within {timeout:.0f} s (an environment factory "
+                        "that blocks?); train with --collector thread to build the environments in this process")
             message = self.conn.recv()
         except (EOFError, OSError):
             raise CollectorProcessError(f"the collector process exited (code {self.process.exitcode})") from None
@@ -308,6 +377,9 @@ class ProcessCollector:
     def rng_state(self) -> torch.Tensor:
         """The sampling generator's state after the last batch received (stored in checkpoints)."""
         return self.last_rng_state
+
+    def events(self) -> list[dict[str, Any]]:
+        return []
 
     def close(self) -> None:
         """Stop a collection under way, end the child and wait for it."""
