@@ -243,6 +243,7 @@ def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainCo
     # the child was handed the parent's end of the pipe too; closed, the pipe ends when the parent does
     parent_end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which saves and then stops us
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # so is SIGTERM (systemd sends it to the whole group)
     torch.set_num_threads(1)
     try:
         from npc_brains.envs import make_flat_env

@@ -22,6 +22,7 @@ import dataclasses
 import math
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,6 +78,19 @@ class Adjust:
     lr: float = 1.0
     constraint: float = 1.0
     explore: float = 1.0
+
+
+class WriteFailed(Exception):
+    """One of a run's files could not be written: where, and the system's reason."""
+
+    def __init__(self, path: Path, exc: OSError):
+        self.path = path
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        super().__init__(f"cannot write {path}: {reason}")
+
+
+class RunWriteError(Exception):
+    """Training stopped because a write failed; the message also says what was saved afterwards."""
 
 
 @dataclass
@@ -220,10 +234,33 @@ class Trainer:
                 "env": env_description(self.env), "model": model}
 
     def save(self, final: bool = False) -> Path:
-        path = save_checkpoint(self.ckpt_dir / "last.pt", self._state_dict())
+        path = self._write(self.ckpt_dir / "last.pt", self._state_dict)
         if final:
-            save_checkpoint(self.run_dir / "policy.pt", self.policy_payload())
+            self._write(self.run_dir / "policy.pt", self.policy_payload)
         return path
+
+    @staticmethod
+    def _write(path: Path, payload: Callable[[], dict[str, Any]]) -> Path:
+        try:
+            return save_checkpoint(path, payload())
+        except OSError as exc:
+            raise WriteFailed(path, exc) from None
+
+    def _salvage(self, failure: WriteFailed) -> str:
+        """After a failed write, save what still can be (the checkpoint, then the policy) and say which."""
+        saved, lost = [], []
+        for path, payload in ((self.ckpt_dir / "last.pt", self._state_dict),
+                              (self.run_dir / "policy.pt", self.policy_payload)):
+            try:
+                self._write(path, payload)
+                saved.append(str(path))
+            except WriteFailed:
+                lost.append(str(path))
+        outcome = (f"saved {' and '.join(saved)} at step {self.global_step}" if saved
+                   else "nothing could be saved")
+        if saved and lost:
+            outcome += f" ({' and '.join(lost)} could not be written)"
+        return f"{failure}; {outcome}"
 
     def _snapshot(self) -> dict[str, Any]:
         return {"model": copy.deepcopy(self.brain.state_dict()),
@@ -798,6 +835,7 @@ class Trainer:
         start = time.perf_counter()
         start_step = self.global_step
         interrupted = False
+        failure: WriteFailed | None = None  # a checkpoint or metrics write that failed (disk full, dir gone)
 
         def store_probs() -> bool:
             return bool(cfg.shaping) and maths.shaping_weight(self.global_step // max(self.N, 1),
@@ -838,7 +876,10 @@ class Trainer:
                 row.update(stats)
                 if self.epoch_returns and batch.episode_returns:
                     row.update(self.end_epoch(writer))
-                writer.write(row)
+                try:
+                    writer.write(row)
+                except OSError as exc:
+                    raise WriteFailed(writer.path, exc) from None
                 if self.update % cfg.checkpoint_every == 0 or self.update == self.total_updates:
                     self.save(final=self.update == self.total_updates)
                 bar.update(self.rows_per_update)
@@ -847,7 +888,12 @@ class Trainer:
                                 kl=f"{stats.get('approx_kl', float('nan')):.3f}", refresh=False)
         except KeyboardInterrupt:
             interrupted = True
-            self.save(final=True)
+            try:
+                self.save(final=True)
+            except WriteFailed as exc:
+                failure = exc
+        except WriteFailed as exc:
+            failure = exc
         finally:
             if in_process:
                 rollouts.close()
@@ -862,6 +908,8 @@ class Trainer:
             bar.close()
             writer.close()
         seconds = time.perf_counter() - start
+        if failure is not None:
+            raise RunWriteError(self._salvage(failure))
         return Result(self.run_dir, self.global_step - start_step, self.update, seconds, interrupted,
                       self.last_return, self.monitor.rollbacks)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+import tempfile
+import threading
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -154,21 +156,73 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
     return config_from_dict(layered, source=args.config or "flags"), None
 
 
-def run(args: argparse.Namespace) -> int:
-    from npc_brains.checkpoint import CheckpointError
-    from npc_brains.config import ConfigError
+# What a run directory holds; any of them means a run is there (a finished run may have no checkpoint left).
+RUN_FILES = ("metrics.jsonl", "policy.pt", "checkpoints")
 
+
+def _existing_run(run_dir: Path) -> list[str]:
+    """The files of an earlier run in `run_dir` (an empty checkpoints/ folder does not count)."""
+    found = []
+    for name in RUN_FILES:
+        path = run_dir / name
+        if path.is_dir():
+            if any(path.iterdir()):
+                found.append(f"{name}/")
+        elif path.exists():
+            found.append(name)
+    return found
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """Create the run directory and prove it writable now, not after the first update's work."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=run_dir):
+            pass
+    except OSError as exc:
+        raise UserError(f"--run-dir: cannot create or write {str(run_dir)!r}: {exc.strerror or exc}") from None
+
+
+class _Terminate:
+    """SIGTERM (what `docker stop` and systemd send) stops a run as Ctrl-C does: save, then exit 143."""
+
+    def __init__(self) -> None:
+        self.received = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.received:  # a second SIGTERM while the checkpoint is being written: let the save finish
+            return
+        self.received = True
+        raise KeyboardInterrupt
+
+
+def run(args: argparse.Namespace) -> int:
     # A process started in the background by a non-interactive shell inherits SIGINT as ignored, and Python then
     # never raises KeyboardInterrupt. Ctrl-C (or `kill -INT`) must always save and stop a run.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    terminate = _Terminate()
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        return _run(args, terminate)
+    previous_term = signal.signal(signal.SIGTERM, terminate)
+    try:
+        return _run(args, terminate)
+    finally:
+        signal.signal(signal.SIGTERM, previous_term)
+
+
+def _run(args: argparse.Namespace, terminate: _Terminate) -> int:
+    from npc_brains.checkpoint import CheckpointError
+    from npc_brains.config import ConfigError
 
     try:
         cfg, resume = build_config(args)
         run_dir = Path(cfg.run_dir)
-        if resume is None and (run_dir / "checkpoints" / "last.pt").exists() and not args.overwrite:
-            raise UserError(f"run-dir: {run_dir} already holds a run; pass --resume to continue it, "
-                            "--overwrite to start afresh, or choose another --run-dir")
+        found = _existing_run(run_dir) if resume is None and not args.overwrite else []
+        if found:
+            raise UserError(f"run-dir: {run_dir} already holds a run ({', '.join(found)}); pass --resume to "
+                            "continue it, --overwrite to start afresh, or choose another --run-dir")
+        _check_run_dir(run_dir)
         if resume is None and args.overwrite:
             (run_dir / "metrics.jsonl").unlink(missing_ok=True)
         from npc_brains.trainer import Trainer
@@ -182,16 +236,22 @@ def run(args: argparse.Namespace) -> int:
           f"updates of {trainer.rows_per_update} NPC-steps ({c.epochs} epoch{'s' if c.epochs != 1 else ''} x "
           f"{c.minibatches} minibatches), device {trainer.device}, collector {trainer.collector_kind}"
           + (f", resuming at step {trainer.global_step}" if resume else ""), file=sys.stderr)
+    from npc_brains.trainer import RunWriteError
+
     start = time.perf_counter()
-    result = trainer.train()
+    try:
+        result = trainer.train()
+    except RunWriteError as exc:
+        raise UserError(str(exc)) from None
     wall = time.perf_counter() - start
     ret = "n/a" if result.final_return is None else f"{result.final_return:.3f}"
     if result.interrupted:
-        print(f"village train: interrupted at step {trainer.global_step}; checkpoint saved in "
+        how = "terminated (SIGTERM)" if terminate.received else "interrupted"
+        print(f"village train: {how} at step {trainer.global_step}; checkpoint saved in "
               f"{trainer.ckpt_dir}; continue with --resume", file=sys.stderr)
-        return 130
-    print(f"village train: done: {trainer.global_step} NPC-steps in {wall:.1f}s "
-          f"({result.steps / max(wall, 1e-9):.0f} steps/s), episode_return_mean {ret}, rollbacks {result.rollbacks}; "
+        return 143 if terminate.received else 130
+    segment = (f"{result.steps} NPC-steps in this run, {wall:.1f}s" if resume else f"{wall:.1f}s")
+    print(f"village train: done: step {trainer.global_step} ({segment}, {result.steps / max(wall, 1e-9):.0f} "
+          f"steps/s), episode_return_mean {ret}, rollbacks {result.rollbacks}; "
           f"metrics {c.run_dir}/metrics.jsonl, policy {c.run_dir}/policy.pt", file=sys.stderr)
     return 0
-

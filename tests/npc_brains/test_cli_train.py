@@ -179,6 +179,78 @@ def test_existing_run_needs_resume_or_overwrite(tmp_path, village):
     assert village(*args, "--overwrite").returncode == 0
 
 
+def test_a_run_without_a_checkpoint_is_not_overwritten(tmp_path, village):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 10}\n')
+    (tmp_path / "policy.pt").write_bytes(b"a finished run's policy")
+    out = village("--env", TINY, "--steps", "100", "--envs", "2", "--rollout", "8", "--run-dir", str(tmp_path),
+                  "--no-progress")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    line, = out.stderr.strip().splitlines()
+    assert "already holds a run (metrics.jsonl, policy.pt)" in line and "--overwrite" in line
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 10}\n'
+    assert (tmp_path / "policy.pt").read_bytes() == b"a finished run's policy"
+
+
+def test_an_uncreatable_run_dir_is_one_line(tmp_path, village):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = village("--env", TINY, "--steps", "100", "--run-dir", str(blocker / "x"), "--no-progress")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    line, = out.stderr.strip().splitlines()
+    assert line.startswith("village train: error: --run-dir: cannot create") and "Not a directory" in line
+
+
+def test_a_checkpoint_write_that_fails_mid_run_saves_what_it_can(tmp_path, village, monkeypatch):
+    import errno
+
+    import npc_brains.trainer as trainer
+
+    real = trainer.save_checkpoint
+    calls = {"last.pt": 0}
+
+    def disk_full_on_the_second_checkpoint(path, payload):
+        if Path(path).name == "last.pt":
+            calls["last.pt"] += 1
+            if calls["last.pt"] >= 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, payload)
+
+    monkeypatch.setattr(trainer, "save_checkpoint", disk_full_on_the_second_checkpoint)
+    out = village("--env", TINY, "--steps", "2000", "--envs", "2", "--rollout", "8", "--checkpoint-every", "1",
+                  "--collector", "thread", "--run-dir", str(tmp_path), "--no-progress")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    assert "last.pt: No space left on device" in line and "saved" in line and "policy.pt" in line
+    policy = load_checkpoint(tmp_path / "policy.pt")
+    assert policy["kind"] == "policy"
+    first = load_checkpoint(tmp_path / "checkpoints" / "last.pt")  # the first checkpoint is still whole
+    assert first["progress"]["update"] == 1
+
+
+def test_sigterm_saves_like_ctrl_c_and_resume_continues(tmp_path, village):
+    args = ["--world", "village-v1", "--envs", "1", "--rollout", "8", "--epochs", "1", "--run-dir", str(tmp_path),
+            "--checkpoint-every", "1000", "--no-progress", "--device", "cpu"]
+    proc = start(*args, "--steps", "1000000")
+    deadline = time.monotonic() + 300  # a fresh clone compiles the numba kernels first
+    while time.monotonic() < deadline and not ((tmp_path / "metrics.jsonl").exists()
+                                               and len(read_metrics(tmp_path / "metrics.jsonl")) >= 3):
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err and "SIGTERM" in err and "--resume" in err
+    ckpt = load_checkpoint(tmp_path / "checkpoints" / "last.pt")
+    step, update = ckpt["progress"]["global_step"], ckpt["progress"]["update"]
+    assert update >= 3
+    assert load_checkpoint(tmp_path / "policy.pt")["kind"] == "policy"
+    target = step + 2 * (step // update)
+    out = village(*args, "--resume", "--steps", str(target))
+    assert out.returncode == 0, out.stderr
+    assert f"resuming at step {step}" in out.stderr and f"done: step {target}" in out.stderr
+    assert load_checkpoint(tmp_path / "checkpoints" / "last.pt")["progress"]["update"] == update + 2
+
+
 def _children(pid: int) -> list[int]:
     """Running processes whose parent is pid (Linux /proc)."""
     found = []
