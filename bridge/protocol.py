@@ -22,7 +22,7 @@ import msgpack
 import numpy as np
 
 PROTOCOL_VERSION = 1  # the major version: "v" in every message; bumped on any incompatible change
-PROTOCOL_MINOR = 0  # additive changes (new ops, new optional fields); reported by hello
+PROTOCOL_MINOR = 1  # additive changes (new ops, new optional fields); reported by hello
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -35,11 +35,13 @@ ERROR_CODES: dict[str, str] = {
     "unknown_op": "'op' is not one of the ops",
     "invalid_array": "an array's dtype, shape or data length is wrong for its field",
     "not_found": "no such session (closed, expired, or never created)",
-    "limit_exceeded": "a bound was hit: sessions, NPCs, actors, rows or queued events",
+    "limit_exceeded": "a bound was hit: sessions, NPCs, actors, rows, queued events or a connection's unanswered "
+                      "requests",
+    "rate_limited": "the connection sends faster than the WebSocket door's per-connection rate; slow down",
     "invalid_world": "the world (TOML text or NPC list) does not validate; the message names the field",
     "forbidden": "the request is not allowed by the server's configuration",
     "reload_failed": "the new policy could not be loaded or failed its probe; the old one stays",
-    "busy": "a one-at-a-time operation (a reload) is already running; retry when it has finished",
+    "busy": "a one-at-a-time operation (a reload) is already running, or the server's queue is full; retry",
     "internal": "an unexpected server error; the request was not applied",
 }
 
@@ -277,6 +279,8 @@ OPS: dict[str, OpSpec] = {
                 F("reloads", "int", True, "successful reloads"),
                 F("gc", "map", True, "{frozen, gen0, gen1, gen2}: objects frozen at start-up; per generation "
                   "{collections, total_ms, max_us} of the garbage collector's pauses while serving"),
+                F("doors", "map", False, "with a WebSocket door: {ws: {open, connections, refused_token, "
+                  "refused_origin, refused_full, rate_limited, inflight_limited, text_frames, binary_frames}}"),
             ),
         ),
     )
@@ -520,3 +524,110 @@ def validate_request(message: Any, limits: Limits = Limits()) -> Request:  # noq
             raise ProtocolError("bad_request", f"{fs.name}: missing required field for op {op!r}; expected "
                                 f"{TYPE_TEXT[fs.type]}", request_id)
     return Request(request_id, op, fields)
+
+
+# ---------------------------------------------------------------------------------------------- the act fast path
+
+_F32 = np.dtype("<f4")
+_I32 = np.dtype("<i4")
+_MASK_DTYPES = {"bool": np.dtype(bool), "uint8": np.dtype("u1")}
+_ACT_KEYS = frozenset(("v", "id", "op", "obs", "mask", "deterministic", "with_probs"))
+_isfinite, _all_true = np.isfinite, np.logical_and.reduce
+
+
+@dataclass(slots=True)
+class ActQuery:
+    """A checked `act` request, its arrays read-only views of the received bytes."""
+
+    id: int | str
+    obs: np.ndarray
+    mask: np.ndarray
+    deterministic: bool
+    with_probs: bool
+
+
+def parse_act_fast(m: dict[str, Any], limits: Limits, obs_dim: int, n_actions: int, all_valid: np.ndarray
+                   ) -> ActQuery | None:
+    """The usual well-formed `act`, checked and decoded inline; None at the first thing it does not expect.
+
+    The same checks as validate_request + the service's generic act handler, without the schema walk. A None
+    means only "take the generic path": that path validates the same message again and names the error, so
+    replies, error codes and counters are exactly the generic path's (tests/bridge/test_fast_path.py).
+    `all_valid` is a read-only (max_rows, n_actions) array of True: the mask when none is sent."""
+    v, rid = m.get("v"), m.get("id")
+    if type(v) is not int or v != PROTOCOL_VERSION or not m.keys() <= _ACT_KEYS:
+        return None
+    if type(rid) is str:
+        if len(rid) > limits.max_id_len:
+            return None
+    elif type(rid) is not int or not -(2**63) <= rid < 2**63:
+        return None
+    det, with_probs = m.get("deterministic"), m.get("with_probs")
+    if det is None:
+        det = False
+    elif type(det) is not bool:
+        return None
+    if with_probs is None:
+        with_probs = False
+    elif type(with_probs) is not bool:
+        return None
+    a = m.get("obs")
+    if type(a) is not dict or len(a) != 3 or a.get("dtype") != "float32":
+        return None
+    shape, data = a.get("shape"), a.get("data")
+    if type(shape) is not list or len(shape) != 2 or type(data) is not bytes:
+        return None
+    rows, dim = shape
+    if (type(rows) is not int or type(dim) is not int or dim != obs_dim
+            or not 0 < rows <= limits.max_rows or len(data) != rows * dim * 4):
+        return None
+    obs = np.frombuffer(data, _F32).reshape(rows, dim)
+    if not _all_true(_isfinite(obs), None):  # NaN or infinity: the generic path names it
+        return None
+    a = m.get("mask")
+    if a is None:
+        mask = all_valid[:rows]
+    else:
+        if type(a) is not dict or len(a) != 3:
+            return None
+        dtype, shape, data = a.get("dtype"), a.get("shape"), a.get("data")
+        if dtype != "bool" and dtype != "uint8":
+            return None
+        if type(shape) is not list or len(shape) != 2 or type(data) is not bytes or len(data) != rows * n_actions:
+            return None
+        r, n = shape
+        if type(r) is not int or type(n) is not int or r != rows or n != n_actions:
+            return None
+        mask = np.frombuffer(data, _MASK_DTYPES[dtype]).reshape(rows, n)
+        if dtype == "uint8":
+            mask = mask.astype(bool)
+        if b"\x00" in data and not mask.any(1).all():  # no zero byte: every action of every row is allowed
+            return None
+    return ActQuery(rid, obs, mask, det, with_probs)
+
+
+class ActReplyEncoder:
+    """pack(ok_reply(id, actions=encode_array(actions as int32), policy=name)), byte for byte, from pre-encoded
+    parts: only the id, the row count and the data are encoded per reply (a test checks it equals msgpack's
+    own encoding). Not thread-safe: one per serving loop."""
+
+    def __init__(self) -> None:
+        pk = msgpack.Packer(use_bin_type=True).pack
+        self._pack = pk
+        # {"v", "id", "ok": true, "actions": {"dtype", "shape": [R], "data"}, "policy"}: a 5-map, a 3-map, a 1-array
+        self._head = b"\x85" + pk("v") + pk(PROTOCOL_VERSION) + pk("id")
+        self._mid = (pk("ok") + pk(True) + pk("actions") + b"\x83" + pk("dtype") + pk("int32") + pk("shape")
+                     + b"\x91")
+        self._data_key = pk("data")
+        self._tails: dict[str, bytes] = {}  # policy name -> its encoded end
+
+    def encode(self, request_id: Any, actions: np.ndarray, policy: str) -> bytes:
+        tail = self._tails.get(policy)
+        pk = self._pack
+        if tail is None:
+            if len(self._tails) > 16:  # reloads: keep it bounded
+                self._tails.clear()
+            tail = self._tails[policy] = pk("policy") + pk(policy)
+        a = actions.astype(_I32, copy=False)
+        return b"".join((self._head, pk(request_id), self._mid, pk(a.shape[0]), self._data_key, pk(a.tobytes()),
+                         tail))

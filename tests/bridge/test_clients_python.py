@@ -110,7 +110,7 @@ def test_requests_from_several_clients_share_a_forward(server):
     for t in threads:
         t.join(120)
     assert not errors, errors[0]
-    stats = server._op_stats(None)
+    stats = server.service._op_stats(None)
     assert stats["requests"]["act"] == 180
     assert stats["batches"]["count"] <= 180 and stats["batches"]["max_rows"] >= 4
 

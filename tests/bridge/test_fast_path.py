@@ -1,8 +1,9 @@
-"""The server's `act` fast path gives exactly the generic path's replies, errors and counters.
+"""The service's `act` fast path gives exactly the generic path's replies, errors and counters.
 
-The fast path checks and decodes the usual well-formed `act` inline and hands anything else to the
-generic validate_request + _op_act path. These tests drive a server without a socket (a fake one that
-records what is sent) once with the fast path and once with it switched off, and compare the bytes.
+The fast path (bridge.protocol.parse_act_fast) checks and decodes the usual well-formed `act` inline and
+hands anything else to the generic validate_request + _op_act path. These tests drive the transport-free
+service (its `transmit` records what is sent) once with the fast path and once with it switched off, and
+compare the bytes; and they check the hand-written `act` reply bytes equal msgpack's own encoding.
 """
 
 from __future__ import annotations
@@ -13,45 +14,39 @@ from typing import Any
 import msgpack
 import numpy as np
 import pytest
-from bridge_helpers import FirstValidPolicy, make_server
+from bridge_helpers import FirstValidPolicy
 
 from bridge import protocol as P
-from bridge.server import BridgeServer
+from bridge.service import BridgeService, ServerConfig
 
 OBS_DIM, N_ACTIONS = 128, 29
 
 
-class RecordingSocket:
-    """Stands in for the ROUTER socket: records sent frames, never has anything to receive."""
+class Recorder:
+    """Stands in for a door: the service's `transmit`, recording every (peer, payload)."""
 
     def __init__(self) -> None:
-        self.sent: list[list[bytes]] = []
-        self._parts: list[bytes] = []
+        self.sent: list[bytes] = []
 
-    def send(self, data: bytes, flags: int = 0) -> None:
-        self._parts.append(bytes(data))
-        if not flags & 2:  # no SNDMORE: the message is complete
-            self.sent.append(self._parts)
-            self._parts = []
-
-    def getsockopt(self, option: int) -> int:
-        return 0
+    def __call__(self, peer: Any, payload: bytes) -> None:
+        self.sent.append(payload)
 
 
-def _server(fast: bool) -> BridgeServer:
-    srv = make_server(FirstValidPolicy())
-    srv.sock = RecordingSocket()
+def _server(fast: bool) -> BridgeService:
+    recorder = Recorder()
+    svc = BridgeService(ServerConfig(bind=None, policy="scripted"), FirstValidPolicy(), transmit=recorder)
+    svc.sock = recorder  # type: ignore[attr-defined]
     if not fast:
-        srv._fast_act = lambda *_: False  # type: ignore[method-assign]
-    return srv
+        svc._parse_act_fast = lambda *_: None  # type: ignore[method-assign]
+    return svc
 
 
-def _roundtrip(srv: BridgeServer, body: bytes) -> list[bytes]:
-    srv._handle([b"\x00peer", b"", body], time.perf_counter_ns())
-    if srv._batch:
-        srv._flush()
+def _roundtrip(srv: BridgeService, body: bytes) -> list[bytes]:
+    srv.handle("peer", "peer", body, time.perf_counter_ns())
+    if srv.batcher:
+        srv.flush()
     assert len(srv.sock.sent) == 1
-    return srv.sock.sent.pop()
+    return [srv.sock.sent.pop()]
 
 
 def _array(a: np.ndarray, **override: Any) -> dict[str, Any]:
@@ -136,11 +131,11 @@ def test_fast_path_takes_the_usual_request():
 
 def test_fast_path_arrays_are_views_of_the_frame():
     srv = _server(True)
-    srv._handle([b"\x00peer", b"", _body(MESSAGES["mask"])], time.perf_counter_ns())
-    item = srv._batch[0]
+    srv.handle("peer", "peer", _body(MESSAGES["mask"]), time.perf_counter_ns())
+    item = srv.batcher.items[0]
     assert not item.obs.flags.writeable and not item.obs.flags.owndata  # np.frombuffer, no copy
     assert not item.mask.flags.owndata
-    srv._flush()
+    srv.flush()
 
 
 @pytest.mark.parametrize("request_id", [0, 1, -1, 2**40, -(2**63), "abc-1", "", "é" * 40])
@@ -151,4 +146,5 @@ def test_prebuilt_act_reply_is_the_generic_encoding(request_id, policy_name, row
     srv.policy.name = policy_name  # this instance's name (the class keeps its own)
     actions = np.arange(rows, dtype=np.int64) % N_ACTIONS
     expected = P.pack(P.ok_reply(request_id, actions=P.encode_array(actions.astype(np.int32)), policy=policy_name))
-    assert srv._act_payload(request_id, actions) == expected
+    assert P.ActReplyEncoder().encode(request_id, actions, policy_name) == expected
+    assert srv._act_reply.encode(request_id, actions, policy_name) == expected  # its cache of tails too
