@@ -1,8 +1,10 @@
-"""`village serve`: serve NPC brains to game engines over ZeroMQ + msgpack (protocol: docs/protocol.md)."""
+"""`village serve`: serve NPC brains to game engines over ZeroMQ and/or WebSocket, msgpack or JSON
+(protocol: docs/protocol.md; engines: docs/engines.md)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="scripted, random, default (the bundled trained policy) or a checkpoint path "
                              "(default: %(default)s)")
     parser.add_argument("--bind", default="tcp://127.0.0.1:5555",
-                        help="ZeroMQ endpoint to bind; loopback unless CurveZMQ keys are given "
-                             "(default: %(default)s; use port 0 or * for an ephemeral port)")
+                        help="ZeroMQ endpoint to bind; loopback unless CurveZMQ keys are given; 'none' serves "
+                             "the WebSocket door alone (default: %(default)s; port 0 or * for an ephemeral port)")
+    parser.add_argument("--ws", default=None, metavar="HOST:PORT",
+                        help="also serve a WebSocket door here (Godot, browsers): msgpack in binary frames, JSON "
+                             "in text frames; port 0 picks a free one; needs the [ws] extra (default: no "
+                             "WebSocket door)")
+    parser.add_argument("--ws-token", default=None,
+                        help="bearer token WebSocket clients must send (Authorization header or ?token=); "
+                             "required on a non-loopback --ws unless --insecure; at least 16 characters. The "
+                             "VILLAGE_WS_TOKEN environment variable is read when this is not given (keeps it "
+                             "out of process lists)")
+    parser.add_argument("--ws-origin", action="append", default=None, metavar="ORIGIN",
+                        help="allow browser pages from this Origin (e.g. https://game.example); repeat for "
+                             "more. Given at least once, other browser origins get HTTP 403; clients sending no "
+                             "Origin (engines, native code) are unaffected (default: any origin)")
+    parser.add_argument("--ws-rate", type=float, default=2000.0,
+                        help="requests per second one WebSocket connection may send (token bucket), above it "
+                             "requests get rate_limited; 0 turns it off (default: %(default)s)")
+    parser.add_argument("--ws-burst", type=int, default=200,
+                        help="requests a WebSocket connection may send at once above --ws-rate (the bucket's "
+                             "size; default: %(default)s)")
+    parser.add_argument("--ws-inflight", type=int, default=64,
+                        help="unanswered requests one WebSocket connection may have; more get limit_exceeded "
+                             "(default: %(default)s)")
+    parser.add_argument("--ws-max-connections", type=int, default=256,
+                        help="open WebSocket connections at most; more get HTTP 503 (default: %(default)s)")
+    parser.add_argument("--backend", choices=("numpy", "onnx"), default="numpy",
+                        help="how the policy's forward runs: numpy (the loaded policy as it is) or onnx (the "
+                             "trained actor exported to ONNX and run by onnxruntime, one thread; needs the "
+                             "[onnx] extra and a trained policy, not scripted/random; default: %(default)s)")
     parser.add_argument("--state-dir", type=Path, default=None,
                         help="save sessions here and restore them at start (default: sessions live in memory)")
     parser.add_argument("--batch-delay-us", type=int, default=1000,
@@ -33,7 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--curve-allow", type=Path, default=None,
                         help="directory of the allowed clients' public NAME.key files")
     parser.add_argument("--insecure", action="store_true",
-                        help="allow a non-loopback bind without CurveZMQ (anyone who can reach the port may use it)")
+                        help="allow a non-loopback bind without CurveZMQ, or a non-loopback --ws without a token "
+                             "(anyone who can reach the port may use it)")
     parser.add_argument("--policy-root", type=Path, default=None,
                         help="`reload` may load checkpoint paths under this directory only (default: the "
                              "current directory)")
@@ -70,8 +101,16 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"--spin-us: expected 0 (never) to 100000 microseconds, got {args.spin_us}")
     if args.blas_threads < 0:
         raise UserError(f"--blas-threads: expected 0 (leave as is) or a thread count >= 1, got {args.blas_threads}")
-    if "://" not in args.bind:
-        raise UserError(f"--bind: expected a ZeroMQ endpoint like tcp://127.0.0.1:5555, got {args.bind!r}")
+    if args.bind != "none" and "://" not in args.bind:
+        raise UserError(f"--bind: expected a ZeroMQ endpoint like tcp://127.0.0.1:5555 or none, got {args.bind!r}")
+    if args.bind == "none" and args.ws is None:
+        raise UserError("--bind none: give --ws HOST:PORT, or there is no door to serve on")
+    if args.ws_rate < 0:
+        raise UserError(f"--ws-rate: expected requests per second >= 0 (0: unlimited), got {args.ws_rate:g}")
+    for flag, value in (("--ws-burst", args.ws_burst), ("--ws-inflight", args.ws_inflight),
+                        ("--ws-max-connections", args.ws_max_connections)):
+        if value < 1:
+            raise UserError(f"{flag}: expected at least 1, got {value}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,8 +121,12 @@ def run(args: argparse.Namespace) -> int:
     from village.cli import UserError
 
     setup_json_logging(args.log_level)
+    token = args.ws_token if args.ws_token is not None else (os.environ.get("VILLAGE_WS_TOKEN") or None)
     config = ServerConfig(
-        bind=args.bind, policy=args.policy, slots=args.slots, seed=args.seed, state_dir=args.state_dir,
+        bind=None if args.bind == "none" else args.bind, ws_bind=args.ws, ws_token=token,
+        ws_origins=tuple(args.ws_origin) if args.ws_origin else None, ws_rate=args.ws_rate,
+        ws_burst=args.ws_burst, ws_inflight=args.ws_inflight, ws_max_connections=args.ws_max_connections,
+        backend=args.backend, policy=args.policy, slots=args.slots, seed=args.seed, state_dir=args.state_dir,
         batch_delay_us=args.batch_delay_us, max_batch_rows=args.max_batch, session_ttl_s=args.session_ttl,
         limits=Limits(max_message_bytes=args.max_message_bytes, max_sessions=args.max_sessions),
         curve_secret=args.curve_secret, curve_allow=args.curve_allow, insecure=args.insecure,
