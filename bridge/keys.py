@@ -12,6 +12,7 @@ from pathlib import Path
 
 import zmq
 import zmq.auth
+from zmq.utils import z85
 
 _BANNER = (
     "#   ****  Generated on {date} by village keys  ****\n"
@@ -76,3 +77,47 @@ def _load(path: str | os.PathLike[str]) -> tuple[bytes, bytes | None]:
     if not public or len(public) != 40:
         raise KeyFileError(f"{path}: no valid public key in this file")
     return public, secret
+
+
+class AllowList:
+    """The client public keys a CurveZMQ server admits: a credentials provider for zmq.auth.
+
+    Built from files checked one by one (`load_allow_list`), not by `zmq.auth`'s directory loader, which
+    gives up on the whole directory at the first unreadable file and so admits nobody."""
+
+    def __init__(self, keys: set[bytes]):
+        self.keys = frozenset(keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        """zmq.auth's question: may the client with this Z85 public key connect?"""
+        return key in self.keys
+
+
+def load_allow_list(directory: str | os.PathLike[str]) -> tuple[AllowList, list[str]]:
+    """The valid public keys of the `*.key` files in `directory`, and one line per file skipped.
+
+    KeyFileError where the directory is missing or holds no valid key: an empty allow list would start a
+    server that every client is refused by."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise KeyFileError(f"--curve-allow {folder}: not a directory of client .key files")
+    keys: set[bytes] = set()
+    skipped: list[str] = []
+    for path in sorted(folder.glob("*.key")):
+        try:
+            public = load_public(path)
+            if len(z85.decode(public)) != 32:
+                raise KeyFileError(f"{path}: no valid public key in this file")
+        except (KeyFileError, ValueError, UnicodeError) as exc:
+            text = str(exc) if isinstance(exc, KeyFileError) else f"{path}: no valid public key in this file"
+            skipped.append(f"{text}; skipped")
+            continue
+        keys.add(public)
+    if not keys:
+        detail = f" ({len(skipped)} unreadable: {skipped[0]})" if skipped else ""
+        raise KeyFileError(f"--curve-allow {folder}: no valid client public key (.key) file{detail}; copy each "
+                           "client's NAME.key from `village keys` there")
+    return AllowList(keys), skipped

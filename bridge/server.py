@@ -23,7 +23,6 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -187,7 +186,7 @@ class BridgeServer:
                               "to 127.0.0.1, or pass --insecure")
         if cfg.curve_allow is not None and cfg.curve_secret is None:
             raise ConfigError("--curve-allow needs --curve-secret (the server's key pair)")
-        from bridge.keys import KeyFileError, load_keypair
+        from bridge.keys import KeyFileError, load_allow_list, load_keypair
 
         if cfg.curve_secret is not None:
             try:
@@ -195,13 +194,17 @@ class BridgeServer:
             except KeyFileError as exc:
                 raise ConfigError(str(exc)) from None
             if cfg.curve_allow is not None:
-                if not Path(cfg.curve_allow).is_dir():
-                    raise ConfigError(f"--curve-allow {cfg.curve_allow}: not a directory of client .key files")
+                try:
+                    allow, skipped = load_allow_list(cfg.curve_allow)
+                except KeyFileError as exc:
+                    raise ConfigError(str(exc)) from None
+                for problem in skipped:
+                    log.warning("curve_key_skipped", extra={"problem": problem})
                 from zmq.auth.thread import ThreadAuthenticator
 
                 self._auth = ThreadAuthenticator(self.ctx, log=logging.getLogger("bridge.auth"))
                 self._auth.start()
-                self._auth.configure_curve(domain="*", location=str(cfg.curve_allow))
+                self._auth.configure_curve_callback(domain="*", credentials_provider=allow)
             sock.curve_secretkey = secret
             sock.curve_publickey = public
             sock.curve_server = True

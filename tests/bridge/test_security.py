@@ -115,3 +115,45 @@ def test_village_keys_cli(tmp_path):
     assert load_public(tmp_path / "server.key").decode() in done.stdout
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=120)
     assert again.returncode == 2 and "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_a_junk_key_file_is_skipped_and_named_not_a_lock_out(keys, caplog):
+    (keys["allow"] / "junk.key").write_bytes(b"\x00\xffnot a certificate\n")
+    (keys["allow"] / "short.key").write_text('metadata\ncurve\n    public-key = "abc"\n')
+    srv = make_server(bind="tcp://0.0.0.0:0", curve_secret=keys["server_secret"], curve_allow=keys["allow"])
+    with caplog.at_level("WARNING", logger="bridge.server"):
+        srv.run_in_thread()
+    port = srv.endpoint.rsplit(":", 1)[1]
+    try:
+        good = CurveKeys.from_files(keys["server_pub"], keys["good"])
+        with BridgeClient(f"tcp://127.0.0.1:{port}", timeout=5.0, curve=good) as c:
+            assert c.ping() > 0
+        bad = CurveKeys.from_files(keys["server_pub"], keys["bad"])
+        with BridgeClient(f"tcp://127.0.0.1:{port}", timeout=0.5, retries=1, curve=bad) as c, \
+                pytest.raises(BridgeTimeout):
+            c.ping()
+    finally:
+        srv.stop()
+    skipped = [r.problem for r in caplog.records if getattr(r, "problem", None) and "skipped" in r.problem]
+    assert any("junk.key" in p for p in skipped) and any("short.key" in p for p in skipped)
+
+
+def test_an_allow_list_without_a_valid_key_is_refused(keys, tmp_path):
+    empty = tmp_path / "empty-allow"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="no valid client public key"):
+        make_server(bind="tcp://0.0.0.0:0", curve_secret=keys["server_secret"], curve_allow=empty).start()
+    (empty / "junk.key").write_text("junk\n")
+    with pytest.raises(ConfigError, match="junk.key"):
+        make_server(bind="tcp://0.0.0.0:0", curve_secret=keys["server_secret"], curve_allow=empty).start()
+
+
+def test_cli_empty_allow_dir_is_one_line_exit_2(keys, tmp_path):
+    empty = tmp_path / "empty-allow"
+    empty.mkdir()
+    done = subprocess.run([sys.executable, "-m", "village", "serve", "--policy", "scripted", "--bind",
+                           "tcp://0.0.0.0:0", "--curve-secret", str(keys["server_secret"]), "--curve-allow",
+                           str(empty)], capture_output=True, text=True, cwd=ROOT, env=python_env(), timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("village serve: error: --curve-allow") and "no valid client public key" in last
