@@ -41,7 +41,7 @@ TERMS = ("anger_cost", "fear_cost", "grief_cost", "needs_cost", "alive_ticks")
 
 def _eligible(sim: VillageSim, situation: str) -> np.ndarray:
     s, N = sim.state, sim.N
-    player = sim._player_index()
+    player = sim.player
     free = s.alive[:, :N] & ~s.busy & s.alive[:, player][:, None]
     traits = sim.w.traits
     if situation == "revenge":
@@ -61,7 +61,7 @@ def _eligible(sim: VillageSim, situation: str) -> np.ndarray:
 def run(policy, situation: str, world_seed: int, villages: int, seed: int, deviate: bool) -> dict:
     sim = VillageSim(generate_world(12, world_seed), villages, seed=seed, scenario="mixed", slots=policy_slots(policy))
     B, N, K = sim.B, sim.N, sim.K
-    player = sim._player_index()
+    player = sim.player
     kind = {"revenge": Action.ATTACK, "flee": Action.FLEE, "mourn": Action.MOURN, "work": Action.WORK}[situation]
     tracked = np.zeros((B, N), bool)
     ret = 0.0

@@ -450,7 +450,7 @@ class Session:
         sim = self.sim
         arrays = {f"state.{f.name}": getattr(sim.state, f.name) for f in fields(VillageState)}
         arrays["sim.reaction"] = sim.reaction
-        arrays["sim.prev_reaction"] = getattr(sim, "_prev_reaction", np.zeros_like(sim.reaction))
+        arrays["sim.prev_reaction"] = sim.prev_reaction
         arrays["session.react_cause"] = self.react_cause
         meta = {
             "format": SNAPSHOT_FORMAT, "id": self.id, "create": self.create, "deterministic": self.deterministic,
@@ -472,7 +472,7 @@ class Session:
                                  f"{current.shape} {current.dtype}")
             setattr(sim.state, f.name, saved.copy())
         sim.reaction = arrays["sim.reaction"].copy()
-        sim._prev_reaction = arrays["sim.prev_reaction"].copy()
+        sim.prev_reaction = arrays["sim.prev_reaction"].copy()
         self.react_cause = arrays["session.react_cause"].copy()
         sim.rng.bit_generator.state = meta["rng"]
         self.event_seq = int(meta["event_seq"])

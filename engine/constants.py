@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import NamedTuple
+
+import numpy as np
+
+from worlds import TRAIT_NAMES
 
 
 class Action(IntEnum):
@@ -52,7 +57,6 @@ class EventType(IntEnum):
     GIFT = 3
     TALK = 4
     REACTION = 5
-    SCENARIO = 6
 
 
 class Reaction(IntEnum):
@@ -67,7 +71,34 @@ class Reaction(IntEnum):
     GLOATING = 6
     DEFENSE = 7
     AGGRESSION = 8
-    GOSSIP = 9
+
+
+class Trait(IntEnum):
+    """The personality columns of `WorldArrays.traits` (B, N, 5), in the order of worlds.TRAIT_NAMES."""
+
+    BRAVERY = 0
+    AGGRESSION = 1
+    EMPATHY = 2
+    SOCIABILITY = 3
+    DILIGENCE = 4
+
+
+if tuple(t.name.lower() for t in Trait) != TRAIT_NAMES:  # the world files' order is the arrays' order
+    raise ImportError(f"engine.constants.Trait is out of step with worlds.TRAIT_NAMES {TRAIT_NAMES}")
+
+
+class Personality(NamedTuple):
+    """Named views on a traits array's columns: `Personality.of(w.traits).bravery` is `w.traits[..., BRAVERY]`."""
+
+    bravery: np.ndarray
+    aggression: np.ndarray
+    empathy: np.ndarray
+    sociability: np.ndarray
+    diligence: np.ndarray
+
+    @classmethod
+    def of(cls, traits: np.ndarray) -> Personality:
+        return cls(*(traits[..., int(t)] for t in Trait))
 
 
 REACTION_NAMES: tuple[str, ...] = tuple(r.name.lower() for r in Reaction)
@@ -93,6 +124,29 @@ START_TICK_OF_DAY = 36  # episodes start at 06:00
 NIGHT_START = 22 * 6  # 22:00
 NIGHT_END = 6 * 6  # 06:00
 
+# Numbers of the tick that are not tuning: guards, thresholds of what is worth an event or a label, the
+# personality weights of the emotions (also in the reward, docs/engine.md).
+LETHAL_DAMAGE = 1e3  # a killing blow (HUNT, an injected death): more than any health
+DIST_EPS = 1e-6  # guards a division by a distance
+FLEE_EPS = 1e-3  # guards the direction away from a threat standing on the NPC
+HEALTH_EPS = 1e-6  # guards a division by max health
+FOOD_EPS = 1e-9  # guards a division by the meal demand
+GRIEF_WEIGHT_BASE = 0.5  # grief weighs (this + empathy): in mourning and consoling relief and in the reward
+FEAR_WEIGHT_BASE = 1.5  # fear weighs (this - bravery) in the reward
+GLOAT_EVENT_MIN = 0.2  # joy at a disliked one's death above which a gloating reaction event is logged
+LABEL_ANGER_MIN = 0.05  # anger at a known threat above which an attack on it reads as revenge
+LABEL_GRIEF_MIN = 0.05  # the comforted one's grief above which comforting reads as consoling
+ALARM_FEAR_TIEBREAK = 1e-3  # an alarm's cause: the most feared known threat (known ones win ties with 0 fear)
+START_HUNGER = (0.0, 0.4)  # an episode's needs start uniform in these ranges
+START_ENERGY = (0.7, 1.0)
+START_SOCIAL = (0.5, 1.0)
+CLOSE_AFFINITY = 0.5  # a close relation: kin or spouse, or an affinity at least this (metrics, victim rules, timeline)
+
+
+def close_relations(affinity: np.ndarray, kin: np.ndarray, threshold: float = CLOSE_AFFINITY) -> np.ndarray:
+    """The one definition of a close relation: kin or spouse, or affinity >= threshold (same shapes in and out)."""
+    return kin | (affinity >= threshold)
+
 
 @dataclass(frozen=True)
 class Tuning:
@@ -107,6 +161,8 @@ class Tuning:
     talk_radius: float = 2.5  # ambient gossip distance
     max_travel_ticks: int = 40  # a macro-action that has not arrived by then is abandoned
     wander_radius: float = 6.0
+    flee_distance: float = 8.0  # a fleeing NPC heads this far straight away from the threat (recomputed each tick)
+    strike_reach_factor: float = 1.5  # a blow lands within reach x this (the observation's in_reach says the same)
     # how long each macro-action performs once there (ticks)
     work_ticks: int = 6
     eat_ticks: int = 2
@@ -139,17 +195,24 @@ class Tuning:
     raider_damage: float = 0.25
     player_health: float = 2.0
     raider_retreat_health: float = 0.5
+    linger_ticks: int = 3  # a killer stays at the scene this long before strolling off
+    hit_fear: float = 0.5  # the attacked: fear of the attacker += fear_gain x this x (1 - bravery)
+    hit_anger: float = 0.5  # the attacked: anger at the attacker += anger_gain x this x aggression
+    gift_joy: float = 0.3  # a gift: joy += this; anger and fear of the giver x gift_calm
+    gift_calm: float = 0.7
+    talk_calm: float = 0.85  # an actor's chat: fear of the speaker x this
     # appraisal (OCC-style)
     grief_gain: float = 1.0
     kin_bonus: float = 0.5
     anger_gain: float = 1.0
+    anger_base: float = 0.3  # anger at a culprit scales with liking x (this + aggression)
     fear_gain: float = 1.0
     hearsay_fear: float = 0.35
     sight_fear: float = 1.5  # fear floor near a known threat: sight_fear x timidity x proximity
     fear_near: float = 0.75  # a threat within this fraction of the sight radius sustains fear (floor, slow fade)
     justice_relief: float = 0.8  # share of anger at a threat relieved on learning that it is dead
     gloat_gain: float = 0.8
-    close_affinity: float = 0.3
+    close_affinity: float = 0.3  # a dead loved one (kin, or affinity at least this) draws an NPC's attention (salience)
     body_discovery_radius: float = 4.0
     emotion_cap: float = 3.0
     # half-lives in ticks
@@ -164,6 +227,7 @@ class Tuning:
     mourn_relief_linear: bool = False  # True: a mourning tick eases mourn_relief x (0.5 + empathy) of grief, not
     # that share of it (grief work: a great loss takes longer to mourn)
     comfort_relief: float = 0.10
+    comforter_relief: float = 0.5  # the comforter's own grief eases by this share of comfort_relief
     blow_anger_relief: float = 0.5
     blow_fear_relief: float = 0.5  # landing a blow on a threat halves the fear of it
     anger_fear_damping: float = 3.0  # sight fear / (1 + damping x aggression x anger at the threat)

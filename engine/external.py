@@ -1,8 +1,12 @@
 """The NPC minds of an external world: a one-village simulation whose bodies live in a game engine.
 
-The game owns positions, health and who is alive; this simulation runs perception, news, appraisal, emotion
-decay and reaction labels on them with the engine's own code, and takes the game's events (attacks, deaths,
-witnesses, conversations) through public queues. Used by the bridge's sessions (`village serve`).
+The game owns positions, health, who is alive and what its actors do; it reports attacks, deaths, who
+witnessed them and conversations through public queues. `ExternalSim.tick` composes the engine's own phases
+(engine/body.py, engine/mind.py) around them: the NPCs' activities (what each one means to do, which the
+game reads back), coping, perception, news, appraisal, emotion decay, rewards and reaction labels, with the
+game's events where the engine would resolve its own combat, and the game's witness lists deciding which
+sightings count. There is no actor physics: the game moves its actors. Used by the bridge's sessions
+(`village serve`).
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from engine.constants import Tuning
+from engine import body, mind
+from engine.constants import LETHAL_DAMAGE, Tuning
 from engine.events import HOW_WITNESSED
-from engine.sim import VillageSim
+from engine.observe import Observer
+from engine.tick import Relief, TickContext
+from engine.village import Village
 from worlds import WorldSpec
 
 
@@ -23,7 +30,7 @@ def mind_tuning(base: Tuning | None = None) -> Tuning:
     return replace(base or Tuning(), blow_damage=0.0, blow_damage_aggression=0.0, raider_damage=0.0)
 
 
-LETHAL = 1e3  # damage of an injected death (as the engine's own killing blow)
+LETHAL = LETHAL_DAMAGE  # damage of an injected death (as the engine's own killing blow)
 NUDGE = 1e-6  # damage of an injected attack: registers the hit (fear, anger, interruption), harms nothing
 
 
@@ -48,40 +55,71 @@ class InjectedSighting:
     witnesses: np.ndarray  # (N,) bool
 
 
-class ExternalSim(VillageSim):
-    """A one-village VillageSim whose bodies live in an external game.
+class ExternalSim(Village):
+    """The minds of one village whose bodies live in an external game.
 
     The game reports what happened by appending to three queues before `tick`: `injected_hits` (attacks and
-    deaths, applied where the tick resolves its own combat, just before damage is dealt), `injected_sightings`
-    (who witnessed them: first-hand news of an injected death reaches exactly the listed witnesses, and they
-    learn who is dangerous) and `injected_talks` (speaker, listener: news passes as in a TALK). They are consumed
-    by the tick. This class lives in the engine because it hooks the tick's internals (combat resolution, news
-    recording and spreading); the bridge's sessions (bridge/sessions.py) are its user, and
-    tests/bridge/test_sessions.py pins its behaviour.
+    deaths, dealt where the engine deals its own blows), `injected_sightings` (who witnessed them: first-hand
+    news of an injected death reaches exactly the listed witnesses, and they learn who is dangerous) and
+    `injected_talks` (speaker, listener: news passes as in a TALK). The tick consumes them.
     """
 
     def __init__(self, spec: WorldSpec, seed: int, slots: int, tuning: Tuning | None = None):
         # tuning: the appraisal and rewards the policy was trained under (npc_brains.config.policy_tuning)
-        super().__init__(spec, 1, seed, slots=slots, max_ticks=2**62, scenario="none", tuning=mind_tuning(tuning),
-                         record=True)
+        super().__init__([spec], seed, slots=slots, tuning=mind_tuning(tuning), record=True, max_ticks=2**62)
+        self.state = self.fresh_state()
         self.w.raid_probability[:] = 0.0  # raids are the game's business
+        self.observer = Observer(self)
+        self.obs, self.mask = self.observer.observe()
         self.injected_hits: list[InjectedHit] = []
         self.injected_sightings: list[InjectedSighting] = []
         self.injected_talks: list[tuple[int, int]] = []
-        self._before_threat = self.state.knows_threat.copy()
 
     def tick(self, actions: np.ndarray) -> None:
-        """One engine step with the queued injections; they are consumed."""
-        self._before_threat = self.state.knows_threat.copy()
+        """One tick of the minds with the queued game events; the queues are consumed."""
         try:
-            self.step(np.asarray(actions, np.int64).reshape(1, self.N))
+            self._tick(np.asarray(actions, np.int64).reshape(1, self.N))
         finally:
             self.injected_hits.clear()
             self.injected_sightings.clear()
             self.injected_talks.clear()
 
-    def _step_actors(self, damage, hitter, hitter_prio, hits) -> None:  # engine hook (combat)
-        super()._step_actors(damage, hitter, hitter_prio, hits)
+    def _tick(self, actions: np.ndarray) -> None:
+        s = self.state
+        ctx = TickContext.begin(actions, s.alive, self.B, self.N, self.E)
+        # with witness lists the senses write to a buffer the lists then decide on; else straight to the state
+        ctx.seen_threat = np.zeros_like(s.knows_threat) if self.injected_sightings else s.knows_threat
+        if self.t.w_relief > 0:
+            ctx.relief = Relief(lambda: mind.emotion_cost(self), (self.B, self.N))
+        body.apply_commands(self, ctx)
+        body.start_activities(self, ctx, self.mask, self.observer.slot_entity)
+        body.move_npcs(self, ctx)
+        performing = body.perform(self, ctx)
+        mind.cope(self, ctx, performing)
+        body.finish_performing(self, performing)
+        ctx.count_relief()
+        self._game_hits(ctx)
+        body.resolve_combat(self, ctx)
+        mind.feel_attacks(self, ctx)
+        mind.note_first_hand(self, ctx, self._listed_only(mind.perceive(self, ctx)))
+        self._listed_witnesses(ctx)
+        self._listed_sightings(ctx)
+        mind.spread_news(self, ctx, *self._conversations(ctx))
+        ctx.skip_relief()
+        mind.appraise(self, ctx)
+        ctx.count_relief()
+        mind.decay_emotions(self, ctx)
+        body.needs(self, ctx)
+        self.last_reward = mind.reward(self, ctx)
+        mind.interrupt(self, ctx)
+        s.tick = s.tick + 1
+        self.reaction = mind.label_reactions(self)
+        mind.record_reactions(self)
+        self.obs, self.mask = self.observer.observe()
+
+    # ------------------------------------------------------------------ the game's phases
+    def _game_hits(self, ctx: TickContext) -> None:
+        """The game's attacks and deaths, dealt after the NPCs' own blows (in queue order)."""
         s = self.state
         b = np.zeros(1, np.int64)
         for hit in self.injected_hits:
@@ -93,33 +131,27 @@ class ExternalSim(VillageSim):
             tgt = np.array([hit.target])
             if hit.attacker >= 0:
                 att = np.array([hit.attacker])
-                self._accumulate_hits(damage, hitter, hitter_prio, b, att, tgt, dmg)
-                hits.append((b, att, tgt, np.full(1, -1, np.int64)))
+                body.accumulate_hits(self, ctx, b, att, tgt, dmg)
+                ctx.hits.add(b, att, tgt, np.full(1, -1, np.int64))
             else:
-                damage[0, hit.target] += dmg[0]
+                ctx.damage[0, hit.target] += dmg[0]
             if hit.lethal:  # the game said who killed; no blow of this tick takes the credit
-                hitter[0, hit.target] = hit.attacker
-                hitter_prio[0, hit.target] = 2.0
+                ctx.hitter[0, hit.target] = hit.attacker
+                ctx.hitter_prio[0, hit.target] = 2.0
 
-    def _note_news(self, bb, ii, ee, culprit, sender, how, **kwargs):  # engine hook (who learns what)
-        """Drop first-hand 'witnessed' news of an injected death for NPCs not on its witness list."""
+    def _listed_only(self, rows: tuple[np.ndarray, ...] | None) -> tuple[np.ndarray, ...] | None:
+        """First-hand news of an injected death with a witness list: only the listed witnesses saw it."""
         deaths = [seen for seen in self.injected_sightings if seen.kind == "death"]
-        if deaths and len(bb):
-            how_k = np.broadcast_to(np.asarray(how), np.shape(bb))
-            sender_k = np.broadcast_to(np.asarray(sender), np.shape(bb))
-            keep = np.ones(len(bb), bool)
-            for seen in deaths:
-                first_hand = (ee == seen.subject) & (how_k == HOW_WITNESSED) & (sender_k == -1)
-                keep &= ~(first_hand & ~seen.witnesses[np.clip(ii, 0, self.N - 1)])
-            if not keep.all():
-                bb, ii, ee = bb[keep], ii[keep], ee[keep]
-                culprit = np.broadcast_to(np.asarray(culprit), keep.shape)[keep]
-                sender, how = sender_k[keep], how_k[keep]
-                if isinstance(kwargs.get("death_known"), np.ndarray):
-                    kwargs["death_known"] = kwargs["death_known"][keep]
-        return super()._note_news(bb, ii, ee, culprit, sender, how, **kwargs)
+        if rows is None or not deaths:
+            return rows
+        bb, ii, ee, culprit, how = rows
+        keep = np.ones(len(bb), bool)
+        for seen in deaths:
+            first_hand = (ee == seen.subject) & (how == HOW_WITNESSED)
+            keep &= ~(first_hand & ~seen.witnesses[np.clip(ii, 0, self.N - 1)])
+        return bb[keep], ii[keep], ee[keep], culprit[keep], how[keep]
 
-    def _add_witnesses(self) -> None:
+    def _listed_witnesses(self, ctx: TickContext) -> None:
         """Listed witnesses of an injected death learn it first-hand (with the killer), wherever they were."""
         s, N = self.state, self.N
         for seen in self.injected_sightings:
@@ -129,46 +161,40 @@ class ExternalSim(VillageSim):
             who = np.flatnonzero(seen.witnesses & s.alive[0, :N] & ~s.knows_death[0, :N, v])
             if len(who):
                 n = len(who)
-                self._note_news(np.zeros(n, np.int64), who, np.full(n, v), np.full(n, int(s.killer[0, v])),
-                                np.full(n, -1, np.int64), np.full(n, HOW_WITNESSED, np.int64))
+                mind.note_news(self, ctx, np.zeros(n, np.int64), who, np.full(n, v), np.full(n, int(s.killer[0, v])),
+                               np.full(n, -1, np.int64), np.full(n, HOW_WITNESSED, np.int64))
 
-    def _spread_news(self, talking_first, *args, **kwargs) -> None:  # engine hook (news)
-        self._add_witnesses()
-        self._apply_sightings()
-        if not self.injected_talks:
-            super()._spread_news(talking_first, *args, **kwargs)
-            return
-        s = self.state
-        talking_first = talking_first.copy()
-        saved = {a: int(s.target[0, a]) for a, _ in self.injected_talks}
-        for a, t in self.injected_talks:
-            talking_first[0, a] = True
-            s.target[0, a] = t
-        try:
-            super()._spread_news(talking_first, *args, **kwargs)
-        finally:
-            for a, t in saved.items():
-                s.target[0, a] = t
-
-    def _apply_sightings(self) -> None:
-        """Who knows the attacker (or killer) is dangerous: exactly the listed witnesses and the attacked.
-
-        Runs after the tick's perception and before news and appraisal. (Which NPCs learned of a death
-        first-hand is decided in `_note_news` and `_add_witnesses`.)"""
+    def _listed_sightings(self, ctx: TickContext) -> None:
+        """Who learns this tick that an attacker (or killer) is dangerous: exactly the listed witnesses and the
+        attacked, whatever the senses noticed; then what was noticed becomes knowledge."""
         s, N = self.state, self.N
+        seen_threat = ctx.seen_threat
+        if seen_threat is s.knows_threat:
+            return
         for seen in self.injected_sightings:
             culprit = seen.culprit if seen.kind == "death" else seen.subject
             if culprit < 0:
                 continue
-            fresh = s.knows_threat[0, :N, culprit] & ~self._before_threat[0, :N, culprit]
-            revert = fresh & ~seen.witnesses
+            unlisted = seen_threat[0, :N, culprit] & ~seen.witnesses
             if seen.kind == "attack" and seen.target < N:
-                revert[seen.target] = False  # the attacked always knows
-            s.knows_threat[0, revert, culprit] = False
+                unlisted[seen.target] = False  # the attacked always knows
+            seen_threat[0, unlisted, culprit] = False
             watchers = seen.witnesses & s.alive[0, :N]
             if culprit < N:
                 watchers[culprit] = False
-            s.knows_threat[0, watchers, culprit] = True
+            seen_threat[0, watchers, culprit] = True
+        s.knows_threat |= seen_threat
+
+    def _conversations(self, ctx: TickContext) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The conversations starting this tick and whom they address: the NPCs' own, and the game's talks."""
+        if not self.injected_talks:
+            return None, None
+        first = ctx.talking_first | ctx.warning_first
+        targets = self.state.target.copy()
+        for speaker, listener in self.injected_talks:
+            first[0, speaker] = True
+            targets[0, speaker] = listener
+        return first, targets
 
 
 __all__ = ["ExternalSim", "InjectedHit", "InjectedSighting", "LETHAL", "NUDGE", "mind_tuning"]

@@ -13,6 +13,8 @@ import math
 import numpy as np
 from numba import njit
 
+from engine.constants import TICKS_PER_DAY
+
 # Slot feature columns (must match engine.observe.SLOT_FEATURES; a test checks it).
 F_PRESENT = 0
 F_STATIC0 = 1  # 8 static features: is_npc, is_player, is_raider, affinity, kin, spouse, friend, rival
@@ -36,7 +38,6 @@ N_SLOT_FEATURES = 22
 # Targeted action kinds, in engine.constants.TARGETED order.
 T_TALK, T_COMFORT, T_MOURN, T_ATTACK, T_FLEE, T_WARN = range(6)
 N_UNTARGETED = 5
-TICKS_PER_DAY = 144
 NO_SLOT = -1e9
 TAKEN = np.float32(-3e38)  # finite: fastmath assumes no infinities
 
@@ -70,7 +71,7 @@ def observe(
     can_eat: np.ndarray,  # (B,) bool
     sleep_energy: float,  # by day an NPC can only sleep when its energy is below this
     work_at_night: bool,  # False: WORK is masked at night (the workplaces are closed)
-    reach: float,
+    strike_reach: float,  # a slot is in reach (a blow would land) within this distance
     grievance_anger: float,  # ATTACK needs anger above this at the target (or a known threat, a rival); < 0: no rule
     slot_offset: int,
     obs: np.ndarray,  # (B, N, D) float32 out
@@ -187,7 +188,7 @@ def observe(
                 row[base + F_DX] = min(max(dx / radius, -3.0), 3.0)
                 row[base + F_DY] = min(max(dy / radius, -3.0), 3.0)
                 row[base + F_DIST] = min(d / radius, 3.0)
-                row[base + F_IN_REACH] = 1.0 if d <= reach * 1.5 else 0.0
+                row[base + F_IN_REACH] = 1.0 if d <= strike_reach else 0.0
                 row[base + F_KNOWN_DEAD] = 1.0 if known_dead else 0.0
                 row[base + F_KNOWN_THREAT] = 1.0 if knows_threat[b, i, e] else 0.0
                 row[base + F_ANGER] = anger[b, i, e]
@@ -287,7 +288,8 @@ def perceive(
     sight: np.ndarray,  # (B,)
     body_radius: float,
     knows_death: np.ndarray,  # (B, N, E) bool (read)
-    knows_threat: np.ndarray,  # (B, N, E) bool, updated: culprits seen killing, raiders seen
+    knows_threat: np.ndarray,  # (B, N, E) bool (read)
+    seen_threat: np.ndarray,  # (B, N, E) bool out: culprits seen killing, raiders seen (may be knows_threat)
     learned: np.ndarray,  # (B, N) bool out: learned of a new threat
     out: np.ndarray,  # (B * N * E, 4) int64 out rows: village, npc, subject, culprit (-1 unknown)
     how: np.ndarray,  # (B * N * E,) int64 out: HOW_WITNESSED (0) or HOW_FOUND_BODY (1)
@@ -316,14 +318,15 @@ def perceive(
                     if dx * dx + dy * dy > body2:
                         continue
                 watch_body = dead_body[b, e] and not knows_death[b, i, e]
-                watch_raider = is_raider[e] and present[b, e] and alive[b, e] and not knows_threat[b, i, e]
+                watch_raider = is_raider[e] and present[b, e] and alive[b, e] and not (
+                    knows_threat[b, i, e] or seen_threat[b, i, e])
                 if not (watch_body or watch_raider):
                     continue
                 dx = pos[b, e, 0] - px
                 dy = pos[b, e, 1] - py
                 d2 = dx * dx + dy * dy
                 if watch_raider and d2 <= radius2 and not asleep:
-                    knows_threat[b, i, e] = True
+                    seen_threat[b, i, e] = True
                     learned[b, i] = True
                 if watch_body:
                     if just_died[b, e] and d2 <= radius2:
@@ -334,8 +337,9 @@ def perceive(
                         out[count, 3] = culprit
                         how[count] = 0
                         count += 1
-                        if culprit >= 0 and culprit != i and not knows_threat[b, i, culprit]:
-                            knows_threat[b, i, culprit] = True
+                        if culprit >= 0 and culprit != i and not (
+                                knows_threat[b, i, culprit] or seen_threat[b, i, culprit]):
+                            seen_threat[b, i, culprit] = True
                             learned[b, i] = True
                     elif d2 <= body2 and not asleep:
                         out[count, 0] = b

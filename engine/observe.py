@@ -6,22 +6,18 @@ fear, liking, proximity), so an NPC only ever sees what it knows. Targeted actio
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
-from engine.constants import N_KINDS, TICKS_PER_DAY, UNTARGETED, Action, EntityKind
+from engine.constants import HEALTH_EPS, N_KINDS, TICKS_PER_DAY, Action, EntityKind, Trait, close_relations
 from engine.kernels import GRIEVANCE_ANGER, N_SLOT_FEATURES
 from engine.kernels import observe as observe_kernel
 from engine.state import FRIEND, RIVAL, SPOUSE
+from engine.village import Village
 from worlds import ROLES
-
-if TYPE_CHECKING:
-    from engine.sim import VillageSim
 
 SELF_FEATURES: tuple[str, ...] = (
     # static (personality and role): first, so they are copied as one block
-    "bravery", "aggression", "empathy", "sociability", "diligence",
+    *(t.name.lower() for t in Trait),
     *(f"role_{r}" for r in ROLES),
     # dynamic
     "alive", "health", "hunger", "energy", "social", "grief", "anger_max", "fear_max", "joy",
@@ -54,15 +50,18 @@ def observation_layout(slots: int) -> list[str]:
     return list(SELF_FEATURES) + [f"slot{k}.{f}" for k in range(slots) for f in SLOT_FEATURES]
 
 
+# salience of a slot: liking, plus half a point for kin, plus a tiny index tie-break that keeps slot order stable
+KIN_SALIENCE = 0.5
+TIE_BREAK = 1e-4
+
+
 class Observer:
-    def __init__(self, sim: VillageSim):
+    """The observation phase: every NPC's observation row, action mask and slots, from its own mind."""
+
+    def __init__(self, sim: Village):
         self.sim = sim
         self.obs_dim = len(SELF_FEATURES) + sim.K * len(SLOT_FEATURES)
         self.slot_entity = np.zeros((sim.B, sim.N, sim.K), np.int64)
-        self._self_index = np.arange(sim.N)
-        kind = sim.w.entity_kind
-        self._is_npc = (kind == EntityKind.NPC).astype(np.float32)
-        self._untargeted = np.array([int(a) for a in UNTARGETED])
         self.refresh_world()
 
     def refresh_world(self) -> None:
@@ -77,14 +76,9 @@ class Observer:
         kin[:, :, :N] = w.kin
         rel = np.full((B, N, E), -1, np.int8)
         rel[:, :, :N] = w.relation
-        self._close = (aff >= t.close_affinity) | kin
-        self._kin_f = kin.astype(np.float32)
-        # static salience: liking, kinship and a tiny index tie-break keep slot order stable
-        tiebreak = (np.arange(E, dtype=np.float32) * 1e-4)[None, None, :]
-        self._static_score = np.maximum(aff, 0.0) + 0.5 * self._kin_f + tiebreak
-        exists_static = np.ones((B, N, E), bool)
-        exists_static[:, self._self_index, self._self_index] = False
-        self._not_self = exists_static
+        self._close = close_relations(aff, kin, t.close_affinity)  # a loved one's death draws attention
+        tiebreak = (np.arange(E, dtype=np.float32) * TIE_BREAK)[None, None, :]
+        self._static_score = np.maximum(aff, 0.0) + KIN_SALIENCE * kin.astype(np.float32) + tiebreak
         # static slot features, gathered per slot each tick: is_npc, is_player, is_raider, affinity, kin,
         # spouse, friend, rival
         self._static_feats = np.stack(
@@ -118,7 +112,7 @@ class Observer:
         own_dynamic = np.stack(
             [
                 s.alive[:, :N],
-                s.health[:, :N] / np.maximum(w.max_health[:, :N], 1e-6),
+                s.health[:, :N] / np.maximum(w.max_health[:, :N], HEALTH_EPS),
                 s.hunger,
                 s.energy,
                 s.social,
@@ -135,10 +129,11 @@ class Observer:
             -1,
         ).astype(np.float32)
         observe_kernel(
-            s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, 1e-6), s.grief, w.sight_radius,
+            s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, HEALTH_EPS), s.grief, w.sight_radius,
             s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
             self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
-            s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.work_at_night, t.reach,
+            s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.work_at_night,
+            t.reach * t.strike_reach_factor,
             GRIEVANCE_ANGER if t.attack_needs_grievance else -1.0, len(SELF_FEATURES),
             obs, self.slot_entity, mask,
         )

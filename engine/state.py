@@ -27,7 +27,6 @@ class WorldArrays:
     size: np.ndarray  # (B, 2) map width, height
     home_pos: np.ndarray  # (B, N, 2)
     work_pos: np.ndarray  # (B, N, 2)
-    graveyard_pos: np.ndarray  # (B, 2)
     square_pos: np.ndarray  # (B, 2)
     hangout_pos: np.ndarray  # (B, 3, 2) square, tavern, market: where the player strolls to
     forest_pos: np.ndarray  # (B, 2)
@@ -93,7 +92,6 @@ def _one_world(spec: WorldSpec) -> dict[str, np.ndarray]:
         "size": np.array([spec.width, spec.height], np.float32),
         "home_pos": home_pos,
         "work_pos": work_pos,
-        "graveyard_pos": loc_pos("graveyard", center),
         "square_pos": square,
         "hangout_pos": hangouts,
         "forest_pos": loc_pos("forest_edge", (0.0, 0.0)),
@@ -154,16 +152,7 @@ class VillageState:
     actor_target: np.ndarray  # (B, M) int entity
     actor_dest: np.ndarray  # (B, M, 2)
     actor_timer: np.ndarray  # (B, M) int
-    # scheduled killings (training scenarios): tick and victim of up to MAX_KILLS, -1 none
-    kill_tick: np.ndarray  # (B, MAX_KILLS)
-    kill_victim: np.ndarray  # (B, MAX_KILLS)
-    rampage: np.ndarray  # (B,) int: after a killing, how many more times the killer hunts the nearest villager
-    raid_tick: np.ndarray  # (B,) int: tick of a scheduled raid (training scenario `mixed`), -1 none
     event_count: np.ndarray  # (B,) int
 
     def copy(self) -> VillageState:
         return VillageState(**{f.name: getattr(self, f.name).copy() for f in fields(self)})
-
-    def village(self, b: int) -> dict[str, np.ndarray]:
-        """One village's arrays (copies), for inspection and tests."""
-        return {f.name: getattr(self, f.name)[b].copy() for f in fields(self)}

@@ -138,7 +138,7 @@ def _scenario_plan(sim: VillageSim, world: WorldSpec, scenario: str) -> list[str
                 + (f" {ev.target}" if ev.target else "") for ev in world.events]
     if scenario in ("random_kill", "mixed"):
         return [f"at tick {int(tick)} ({clock(int(tick))}) the player sets out to kill {sim.entity_names[0][victim]}"
-                for tick, victim in zip(sim.state.kill_tick[0], sim.state.kill_victim[0], strict=True) if tick >= 0]
+                for tick, victim in zip(sim.driver.kill_tick[0], sim.driver.kill_victim[0], strict=True) if tick >= 0]
     return []
 
 

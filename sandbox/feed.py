@@ -20,7 +20,6 @@ _REACTION_PHRASE = {
     Reaction.GLOATING: "gloats over {t}",
     Reaction.DEFENSE: "fights back against {t}",
     Reaction.AGGRESSION: "attacks {t}",
-    Reaction.GOSSIP: "gossips with {t}",
 }
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine import mind
 from engine.constants import Action, ActorMode, Tuning
-from engine.sim import MAX_KILLS, VillageSim, flat_action
+from engine.curriculum import MAX_KILLS
+from engine.sim import VillageSim, flat_action
 from worlds import load_world
 
 
@@ -22,7 +24,7 @@ def idle(sim: VillageSim) -> np.ndarray:
 
 def test_mixed_schedules_one_to_three_distinct_killings(village):
     sim = VillageSim(village, 256, seed=4, scenario="mixed")
-    ticks, victims = sim.state.kill_tick, sim.state.kill_victim
+    ticks, victims = sim.driver.kill_tick, sim.driver.kill_victim
     assert ticks.shape == victims.shape == (256, MAX_KILLS)
     planned = ticks >= 0
     counts = planned.sum(1)
@@ -33,27 +35,27 @@ def test_mixed_schedules_one_to_three_distinct_killings(village):
         assert (np.diff(t) >= 6).all()  # later killings come hours apart
         v = victims[b, planned[b]]
         assert len(set(v.tolist())) == len(v)
-    share, expected = (sim.state.rampage > 0).mean(), Tuning().curriculum_rampage
-    assert expected - 0.1 < share < expected + 0.1 and sim.state.rampage.max() == 2
+    share, expected = (sim.driver.rampage > 0).mean(), Tuning().curriculum_rampage
+    assert expected - 0.1 < share < expected + 0.1 and sim.driver.rampage.max() == 2
 
 
 def test_curriculum_rampage_share_is_a_tuning_field(village):
     none = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_rampage=0.0))
     every = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_rampage=1.0))
-    assert (none.state.rampage == 0).all() and (every.state.rampage >= 1).all()
-    assert (none.state.kill_tick == every.state.kill_tick).all()  # the same draws, only the share differs
+    assert (none.driver.rampage == 0).all() and (every.driver.rampage >= 1).all()
+    assert (none.driver.kill_tick == every.driver.kill_tick).all()  # the same draws, only the share differs
 
 
 def test_curriculum_raid_schedules_raids_only_when_switched_on(village):
     off = VillageSim(village, 64, seed=4, scenario="mixed")
-    assert (off.state.raid_tick == -1).all()
+    assert (off.driver.raid_tick == -1).all()
     sim = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_raid=0.5))
-    planned = sim.state.raid_tick >= 0
+    planned = sim.driver.raid_tick >= 0
     assert 0.3 < planned.mean() < 0.7
     lo, hi = sim.kill_window
-    assert ((sim.state.raid_tick[planned] >= lo) & (sim.state.raid_tick[planned] < hi)).all()
+    assert ((sim.driver.raid_tick[planned] >= lo) & (sim.driver.raid_tick[planned] < hi)).all()
     # the switch draws after everything else: the killings are the same as with it off
-    assert (sim.state.kill_tick == off.state.kill_tick).all() and (sim.state.rampage == off.state.rampage).all()
+    assert (sim.driver.kill_tick == off.driver.kill_tick).all() and (sim.driver.rampage == off.driver.rampage).all()
     raiders = village.actor_names.index("raider1") + sim.N
     came = np.zeros(sim.B, bool)
     for _ in range(hi + 1):
@@ -64,8 +66,8 @@ def test_curriculum_raid_schedules_raids_only_when_switched_on(village):
 
 def test_mixed_killings_happen_and_rampages_kill_more(village):
     sim = VillageSim(village, 64, seed=1, scenario="mixed")
-    planned = (sim.state.kill_tick >= 0).sum(1)
-    rampage = sim.state.rampage.copy().astype(bool)
+    planned = (sim.driver.kill_tick >= 0).sum(1)
+    rampage = sim.driver.rampage.copy().astype(bool)
     for _ in range(144):
         sim.step(idle(sim))
     deaths = (~sim.state.alive[:, : sim.N]).sum(1)
@@ -78,22 +80,23 @@ def test_mixed_killings_happen_and_rampages_kill_more(village):
 
 
 def test_rampage_leaves_the_scene_then_hunts_the_nearest_villager_in_sight(village):
-    sim = VillageSim(village, 1, seed=0, scenario="none")
-    player = sim._player_index()
+    sim = VillageSim(village, 1, seed=0, scenario="mixed")
+    player = sim.player
     m = player - sim.N
-    sim.state.rampage[:] = 1
+    sim.driver.kill_tick[:] = -1  # no planned killing: only the rampage
+    sim.driver.rampage[:] = 1
     sim.state.pos[0, 3] = sim.state.dest[0, 3] = (46.0, 46.0)  # alone in a corner
     sim.state.pos[0, player] = (45.5, 46.0)
     sim.state.actor_mode[0, m] = ActorMode.LINGER
     sim.state.actor_timer[0, m] = 1
     sim.step(idle(sim))
     assert sim.state.actor_mode[0, m] == ActorMode.STROLL  # not at the scene: it walks off first
-    assert sim.state.rampage[0] == 1
+    assert sim.driver.rampage[0] == 1
     sim.state.actor_dest[0, m] = sim.state.pos[0, player]  # ... and arrives
     sim.step(idle(sim))
     assert sim.state.actor_mode[0, m] == ActorMode.HUNT
     assert sim.state.actor_target[0, m] == 3
-    assert sim.state.rampage[0] == 0
+    assert sim.driver.rampage[0] == 0
 
 
 def test_trait_noise_jitters_traits_per_episode_deterministically(village):
@@ -162,7 +165,7 @@ def test_relief_reward_counts_only_decreases_of_the_emotion_cost(village):
 
 def test_attackers_charge_faster_than_walking(village):
     sim = VillageSim(village, 1, seed=0, scenario="none")
-    player = sim._player_index()
+    player = sim.player
     sim.state.pos[0, player] = sim.state.pos[0, 0] + np.array([6.0, 0.0], np.float32)
     sim.state.knows_threat[0, 0, player] = True  # salient (it gets a slot) and a grievance (it may be attacked)
     sim.obs, sim.mask = sim.observer.observe()
@@ -177,7 +180,7 @@ def test_attackers_charge_faster_than_walking(village):
 
 def test_learning_that_the_killer_died_relieves_anger(village):
     sim = VillageSim(village, 1, seed=0, scenario="none")
-    player = sim._player_index()
+    player = sim.player
     sim.state.anger[0, 1, player] = 1.0
     sim.state.knows_threat[0, 1, player] = True
     sim.state.health[0, player] = 0.01
@@ -196,7 +199,7 @@ def test_learning_that_the_killer_died_relieves_anger(village):
 
 def test_attack_needs_a_grievance(village):
     sim = VillageSim(village, 1, seed=0, scenario="none")
-    player = sim._player_index()
+    player = sim.player
     sim.state.pos[0, player] = sim.state.pos[0, 0] + np.array([1.0, 0.0], np.float32)
 
     def may_attack() -> bool:
@@ -214,7 +217,7 @@ def test_attack_needs_a_grievance(village):
 
 def test_the_grievance_rule_can_be_switched_off_for_ablations(village):
     sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(attack_needs_grievance=False))
-    player = sim._player_index()
+    player = sim.player
     sim.state.pos[0, player] = sim.state.pos[0, 0] + np.array([1.0, 0.0], np.float32)
     sim.obs, sim.mask = sim.observer.observe()
     k = int(np.flatnonzero(sim.observer.slot_entity[0, 0] == player)[0])
@@ -233,22 +236,22 @@ def test_dread_costs_while_a_known_murder_has_an_unknown_living_culprit(village)
     the culprit, or the culprit's death, ends it. Off (0) by default, where the reward does not change."""
     sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(w_dread=1.0))
     off = VillageSim(village, 1, seed=0, scenario="none")
-    player = sim._player_index()
+    player = sim.player
     for s in (sim, off):
         s.state.alive[0, 0] = False
         s.state.killer[0, 0] = player
         s.state.knows_death[0, 1, 0] = True  # NPC 1 knows NPC 0 was killed, not by whom
-    dread = sim._dread()
+    dread = mind.dread(sim)
     assert dread[0, 1] and dread.sum() == 1
     bravery = sim.w.traits[0, 1, 0]
-    gap = off._emotion_cost() - sim._emotion_cost()
+    gap = mind.emotion_cost(off) - mind.emotion_cost(sim)
     assert gap[0, 1] == pytest.approx(-(1.5 - bravery))
     assert np.count_nonzero(gap) == 1
     sim.state.known_culprit[0, 1, 0] = player  # now it knows
-    assert not sim._dread().any()
+    assert not mind.dread(sim).any()
     sim.state.known_culprit[0, 1, 0] = -1
     sim.state.alive[0, player] = False  # the killer is dead: nothing loose
-    assert not sim._dread().any()
+    assert not mind.dread(sim).any()
     assert Tuning().w_dread == 0.0
 
 

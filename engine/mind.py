@@ -1,0 +1,372 @@
+"""The mind phases of a tick: coping, perception, news, appraisal, emotion decay, rewards, attention, labels.
+
+Each phase is a function of the `Village` (engine/village.py) and the tick's `TickContext` (engine/tick.py).
+They read the bodies (positions, who is alive, the blows and deaths of the tick) and write only what NPCs
+know and feel, so they run the same on the engine's own bodies (engine/sim.py) and on bodies that live in a
+game (engine/external.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.constants import (
+    ALARM_FEAR_TIEBREAK,
+    FEAR_WEIGHT_BASE,
+    GLOAT_EVENT_MIN,
+    GRIEF_WEIGHT_BASE,
+    HEALTH_EPS,
+    LABEL_ANGER_MIN,
+    LABEL_GRIEF_MIN,
+    Action,
+    EntityKind,
+    EventType,
+    Personality,
+    Reaction,
+)
+from engine.events import HOW_TOLD, HOW_WARNED
+from engine.kernels import perceive as perceive_kernel
+from engine.kernels import spread_knowledge, threat_fear_and_decay
+from engine.tick import TickContext
+from engine.village import Village, length
+
+
+# ------------------------------------------------------------------ knowledge
+def grudge_cause(v: Village, bb: np.ndarray, ii: np.ndarray, tt: np.ndarray) -> np.ndarray:
+    """For NPC i attacking t: the death event i blames t for (-1 if none)."""
+    s = v.state
+    blames = s.known_culprit[bb, ii] == tt[:, None]  # (H, E) victims i believes t killed
+    victim = np.argmax(blames, axis=1)
+    return np.where(blames.any(1), s.death_event[bb, victim], -1)
+
+
+def know_threat(v: Village, ctx: TickContext, bb: np.ndarray, ii: np.ndarray, ee: np.ndarray,
+                sink: np.ndarray | None = None) -> None:
+    """NPC ii in village bb now knows entity ee is dangerous (written to `sink`, default the state); a new
+    threat catches the NPC's attention."""
+    s = v.state
+    sink = s.knows_threat if sink is None else sink
+    known = s.knows_threat[bb, ii, ee]
+    if sink is not s.knows_threat:
+        known = known | sink[bb, ii, ee]
+    sink[bb, ii, ee] = True
+    fresh = ~known
+    ctx.learned[bb[fresh], ii[fresh]] = True
+
+
+def note_news(v: Village, ctx: TickContext, bb: np.ndarray, ii: np.ndarray, ee: np.ndarray, culprit: np.ndarray,
+              sender: np.ndarray, how: np.ndarray | int, *, death_known: np.ndarray | None = None) -> None:
+    """Record sparse news: deaths learned (with culprit, time, source), or only a culprit learned."""
+    s = v.state
+    if not len(bb):
+        return
+    new_death = np.ones(len(bb), bool) if death_known is None else ~death_known
+    db, di, de = bb[new_death], ii[new_death], ee[new_death]
+    s.knows_death[db, di, de] = True
+    s.learned_tick[db, di, de] = s.tick[db]
+    s.learned_from[db, di, de] = sender[new_death]
+    culprit_new = (culprit >= 0) & (s.known_culprit[bb, ii, ee] < 0)
+    s.known_culprit[bb[culprit_new], ii[culprit_new], ee[culprit_new]] = culprit[culprit_new]
+    ctx.news.add(bb, ii, ee, new_death, culprit_new)
+    ctx.learned[bb, ii] = True
+    if v.record:
+        how_k = np.broadcast_to(np.asarray(how), bb.shape)
+        v.log.add_messages(bb, s.tick[bb], sender, ii, ee, culprit, how_k)
+
+
+# ------------------------------------------------------------------ coping
+def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
+    """Coping while performing: comforting eases both griefs, mourning eases grief, a landed blow eases
+    anger at the target and fear of it (it can be hurt: coping potential)."""
+    s, t = v.state, v.t
+    act = s.activity
+    p = Personality.of(v.w.traits)
+    comforting = perf & (act == Action.COMFORT)
+    mourning = perf & (act == Action.MOURN)
+    if comforting.any():
+        bb, ii = np.nonzero(comforting)
+        relief = 1 - t.comfort_relief * (GRIEF_WEIGHT_BASE + p.empathy[bb, ii])
+        np.multiply.at(s.grief, (bb, s.target[bb, ii]), relief)
+        s.grief[bb, ii] *= 1 - t.comforter_relief * t.comfort_relief
+    if t.mourn_relief_linear:  # grief work: each tick at the body eases a fixed amount, so a great loss
+        # takes longer to mourn and every tick of it is worth the same until the grief is spent
+        eased = mourning * (t.mourn_relief * (GRIEF_WEIGHT_BASE + p.empathy))
+        s.grief = np.maximum(s.grief - eased, 0.0).astype(np.float32)
+    else:
+        s.grief = s.grief * np.where(mourning, 1 - t.mourn_relief * (GRIEF_WEIGHT_BASE + p.empathy), 1.0)
+    if ctx.blows.any():
+        bb, ii = np.nonzero(ctx.blows)
+        tt = s.target[bb, ii]
+        s.anger[bb, ii, tt] *= 1 - t.blow_anger_relief
+        s.fear[bb, ii, tt] *= 1 - t.blow_fear_relief
+
+
+# ------------------------------------------------------------------ perception
+def feel_attacks(v: Village, ctx: TickContext) -> None:
+    """The attacked wake, fear and resent the attacker and know the threat; awake witnesses of an attack
+    learn who is dangerous, unless the one attacked is a threat they know (defence or justice)."""
+    if not ctx.hits:
+        return
+    s, w, t, N = v.state, v.w, v.t, v.N
+    sink = ctx.seen_threat
+    p = Personality.of(w.traits)
+    bb, aa, tt, _ = ctx.hits.columns()
+    victim_npc = tt < N
+    victim_npc[victim_npc] &= s.alive[bb[victim_npc], tt[victim_npc]]  # the killed feel nothing more
+    vb, va, vt = bb[victim_npc], aa[victim_npc], tt[victim_npc]
+    np.add.at(s.fear, (vb, vt, va), t.fear_gain * t.hit_fear * (1 - p.bravery[vb, vt]))
+    np.add.at(s.anger, (vb, vt, va), t.anger_gain * t.hit_anger * p.aggression[vb, vt])
+    know_threat(v, ctx, vb, vt, va, sink)
+    attack_pos = s.pos[bb, aa]
+    d_w = length(s.pos[bb, :N] - attack_pos[:, None, :])
+    seen = (d_w <= w.sight_radius[bb][:, None]) & ctx.awake[bb]
+    known = s.knows_threat[bb, :, tt] if sink is s.knows_threat else s.knows_threat[bb, :, tt] | sink[bb, :, tt]
+    seen &= ~known
+    wb, wi = np.nonzero(seen)
+    not_attacker = wi != aa[wb]
+    know_threat(v, ctx, bb[wb][not_attacker], wi[not_attacker], aa[wb][not_attacker], sink)
+
+
+def perceive(v: Village, ctx: TickContext) -> tuple[np.ndarray, ...] | None:
+    """First-hand perception: witnesses of deaths (and their culprits), bodies found, raiders seen.
+    Returns the news rows (village, npc, subject, culprit, how), None when there is nothing to see."""
+    s, w, t = v.state, v.w, v.t
+    dead_body = ~s.alive & (s.death_tick >= 0)
+    if not (dead_body.any() or (len(v.raider_cols) and s.present[:, v.raider_cols].any())):
+        return None
+    rows, how = v.news_rows, v.news_how
+    count = perceive_kernel(
+        s.pos, s.alive, s.present, ctx.just_died, dead_body, s.killer, v.is_raider, ctx.awake, w.sight_radius,
+        t.body_discovery_radius, s.knows_death, s.knows_threat, ctx.seen_threat, ctx.learned, rows[:, :4], how,
+    )
+    if not count:
+        return None
+    bb, ii, ee, culprit = (rows[:count, k].copy() for k in range(4))
+    return bb, ii, ee, culprit, how[:count].copy()
+
+
+def note_first_hand(v: Village, ctx: TickContext, rows: tuple[np.ndarray, ...] | None) -> None:
+    if rows is not None:
+        bb, ii, ee, culprit, how = rows
+        note_news(v, ctx, bb, ii, ee, culprit, np.full(len(bb), -1, np.int64), how)
+
+
+def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
+                targets: np.ndarray | None = None) -> None:
+    """Talk and comfort pass news both ways, warn one way, and acquainted NPCs in talking range gossip.
+
+    `first` (B, N) marks the NPCs whose conversation starts this tick and `targets` (B, N) whom they address;
+    by default the talkers, comforters and warners of this tick and their activity targets."""
+    s, w, t = v.state, v.w, v.t
+    B, N = v.B, v.N
+    if not (s.knows_death.any() or s.knows_threat.any()):
+        return
+    first = ctx.talking_first | ctx.warning_first if first is None else first
+    targets = s.target if targets is None else targets
+    directed = np.zeros((B, N, N), bool)
+    b_idx, i_idx = np.nonzero(first)
+    warned = np.zeros((B, N, N), bool)
+    if len(b_idx):
+        tgt = targets[b_idx, i_idx]
+        npc_tgt = tgt < N
+        b2, i2, t2 = b_idx[npc_tgt], i_idx[npc_tgt], tgt[npc_tgt]
+        directed[b2, i2, t2] = True
+        warn = ctx.warning_first[b2, i2]
+        warned[b2[warn], i2[warn], t2[warn]] = True
+        talk = ~warn
+        directed[b2[talk], t2[talk], i2[talk]] = True
+    chance = v.rng.random((B, N, N), dtype=np.float32)
+    gossip_p = w.gossip_probability[:, None] * Personality.of(w.traits).sociability
+    rows = v.news_rows
+    count = spread_knowledge(directed, s.pos, ctx.awake, s.affinity, gossip_p, chance, t.talk_radius,
+                             s.knows_death, s.known_culprit, s.knows_threat, ctx.learned, rows)
+    if not count:
+        return
+    bb, jj, ee, teller, death_known = (rows[:count, k].copy() for k in range(5))
+    culprit = s.known_culprit[bb, teller, ee]
+    how = np.where(warned[bb, teller, jj], HOW_WARNED, HOW_TOLD)
+    note_news(v, ctx, bb, jj, ee, culprit, teller, how, death_known=death_known.astype(bool))
+
+
+# ------------------------------------------------------------------ appraisal and emotions
+def appraise(v: Village, ctx: TickContext) -> None:
+    """OCC-style appraisal of the news of this tick: deaths (grief, gloating) and culprits (anger, fear)."""
+    s, w, t = v.state, v.w, v.t
+    if not ctx.news:
+        return
+    bb, ii, vv, new_death, culprit_new = ctx.news.columns()
+    npc_victim = vv < v.N
+    dead_threat = ~npc_victim & new_death  # a killer or raider is dead: justice, and nothing more to fear
+    if dead_threat.any():
+        s.anger[bb[dead_threat], ii[dead_threat], vv[dead_threat]] *= 1 - t.justice_relief
+    bb, ii, vv = bb[npc_victim], ii[npc_victim], vv[npc_victim]
+    new_death, culprit_new = new_death[npc_victim], culprit_new[npc_victim]
+    like = s.affinity[bb, ii, vv]
+    closeness = np.maximum(like, 0) * (1 + t.kin_bonus * w.kin[bb, ii, vv])
+    np.add.at(s.grief, (bb, ii), t.grief_gain * closeness * new_death)
+    gloat = t.gloat_gain * np.maximum(-like, 0) * new_death
+    np.add.at(s.joy, (bb, ii), gloat)
+    if (gloat > GLOAT_EVENT_MIN).any():  # ids are taken whether or not the log records, so runs stay identical
+        g = gloat > GLOAT_EVENT_MIN
+        gb, gi, gv = bb[g], ii[g], vv[g]
+        ids = v.new_event_ids(gb)
+        if v.record:
+            v.log.add_events(ids, gb, s.tick[gb], EventType.REACTION, gi, gv, s.pos[gb, gi, 0], s.pos[gb, gi, 1],
+                             cause=s.death_event[gb, gv], reaction=np.full(len(gb), Reaction.GLOATING),
+                             intensity=s.joy[gb, gi])
+    c = culprit_new
+    if c.any():
+        cb, ci, cv = bb[c], ii[c], vv[c]
+        kk = s.known_culprit[cb, ci, cv]
+        close = closeness[c]
+        near = s.learned_from[cb, ci, cv] == -1
+        p = Personality.of(w.traits)
+        bravery, aggression = p.bravery[cb, ci], p.aggression[cb, ci]
+        not_self = kk != ci
+        np.add.at(s.anger, (cb, ci, kk), not_self * t.anger_gain * close * (t.anger_base + aggression))
+        dist = np.sqrt(((s.pos[cb, ci] - s.pos[cb, kk]) ** 2).sum(-1))
+        proximity = np.exp(-dist / w.sight_radius[cb])
+        fear = t.fear_gain * (1 - bravery) * (1 + close) * np.where(near, proximity, t.hearsay_fear)
+        fear = fear / (1 + t.anger_fear_damping * aggression * s.anger[cb, ci, kk])  # anger lowers felt risk
+        np.add.at(s.fear, (cb, ci, kk), not_self * fear)
+        know_threat(v, ctx, cb[not_self], ci[not_self], kk[not_self])
+
+
+def decay_emotions(v: Village, ctx: TickContext) -> None:
+    """A known threat near keeps fear up (proximity x timidity); then every emotion decays exponentially.
+
+    Anger and fear only ever arise toward known threats: the (B, N, E) work is skipped until there is one;
+    grudges against a living, known threat fade slowly."""
+    s, w, t, r = v.state, v.w, v.t, v.rates
+    cap = t.emotion_cap
+    ctx.anger_sum = ctx.fear_sum = None
+    if s.knows_threat.any():
+        ctx.anger_sum = np.empty((v.B, v.N), np.float32)
+        ctx.fear_sum = np.empty((v.B, v.N), np.float32)
+        p = Personality.of(w.traits)
+        threat_fear_and_decay(
+            s.pos, s.alive, s.present, w.sight_radius, p.bravery, p.aggression, s.knows_threat, s.fear, s.anger,
+            t.sight_fear, t.fear_near, t.anger_fear_damping, r.decay_fear, r.decay_fear_safe, r.decay_anger,
+            r.decay_grudge, cap, ctx.anger_sum, ctx.fear_sum,
+        )
+    s.grief *= r.decay_grief
+    s.joy *= r.decay_joy
+    np.clip(s.grief, 0, cap, out=s.grief)
+    np.clip(s.joy, 0, cap, out=s.joy)
+
+
+def emotion_cost(v: Village, anger_sum: np.ndarray | None = None, fear_sum: np.ndarray | None = None) -> np.ndarray:
+    """(B, N) the personality-weighted cost of the negative emotions (the reward's emotion terms), from the
+    summed anger and fear given, or from the state's when none are."""
+    s, t = v.state, v.t
+    p = Personality.of(v.w.traits)
+    if anger_sum is None:
+        anger_sum, fear_sum = s.anger.sum(-1), s.fear.sum(-1)
+    anger = np.minimum(anger_sum, t.anger_sum_cap)
+    fear = np.minimum(fear_sum, t.fear_sum_cap)
+    cost = ((GRIEF_WEIGHT_BASE + p.empathy) * s.grief + (t.anger_weight_base + p.aggression) * anger
+            + (FEAR_WEIGHT_BASE - p.bravery) * fear)
+    if t.w_dread > 0:
+        cost = cost + t.w_dread * (FEAR_WEIGHT_BASE - p.bravery) * dread(v)
+    return cost
+
+
+def dread(v: Village) -> np.ndarray:
+    """(B, N) 1 where the NPC knows a villager was murdered, the murderer lives and it does not know who
+    that is (a killer is loose among us), else 0."""
+    s, N = v.state, v.N
+    killer = s.killer[:, :N]
+    loose = (killer >= 0) & np.take_along_axis(s.alive, np.maximum(killer, 0), 1)  # (B, N victims)
+    return (s.knows_death[:, :, :N] & (s.known_culprit[:, :, :N] < 0) & loose[:, None, :]).any(-1)
+
+
+def reward(v: Village, ctx: TickContext) -> np.ndarray:
+    """Per-NPC reward: needs, personality-weighted negative emotions, health, work and village welfare,
+    plus the relief reward where it is on."""
+    s, w, t = v.state, v.w, v.t
+    N = v.N
+    p = Personality.of(w.traits)
+    needs = t.w_hunger * s.hunger + t.w_energy * (1 - s.energy) + t.w_social * p.sociability * (1 - s.social)
+    if ctx.anger_sum is not None or t.w_dread > 0:  # anger and fear exist only toward known threats
+        emotions = emotion_cost(v, ctx.anger_sum, ctx.fear_sum)
+    else:
+        emotions = (GRIEF_WEIGHT_BASE + p.empathy) * s.grief
+    emotions = emotions * t.w_emotion_level
+    health = t.w_health * (1 - s.health[:, :N] / np.maximum(w.max_health[:, :N], HEALTH_EPS))
+    # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides
+    loafing = (s.activity == Action.IDLE) | (s.activity == Action.WANDER)
+    gains = (t.w_alive + t.w_work * p.diligence * ctx.working + t.w_leisure * (1 - p.diligence) * loafing
+             + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy)
+    out = (gains - needs - emotions - health) * t.reward_scale
+    out = np.where(s.alive[:, :N], out, 0.0)
+    out = out - v.died * t.death_penalty * t.reward_scale
+    out = (out * ctx.npc_alive).astype(np.float32)
+    if ctx.relief is not None:  # fading: grief's slow decay, fear's fast fade once safe, grudges' end
+        ctx.relief.count()
+        out += (t.w_relief * t.reward_scale * ctx.relief.relieved * ctx.npc_alive * s.alive[:, :N]).astype(np.float32)
+    return out
+
+
+def interrupt(v: Village, ctx: TickContext) -> None:
+    """News, an attack or a threat coming into sight frees a busy NPC to re-decide (unless it is fleeing)."""
+    s = v.state
+    s.busy &= ~((ctx.learned | ctx.attacked) & (s.activity != Action.FLEE))
+    s.busy &= s.alive[:, :v.N]
+    s.performing &= s.busy
+
+
+# ------------------------------------------------------------------ reaction labels (never read by behaviour)
+def label_reactions(v: Village) -> np.ndarray:
+    """Display labels from the current activity and its context."""
+    s, N = v.state, v.N
+    act, tgt = s.activity, np.maximum(s.target, 0)
+    active = s.busy & s.alive[:, :N]
+    flat_target = v.row_offset + tgt  # (b, i, target) into any (B, N, E) array
+    anger_at = s.anger.reshape(-1).take(flat_target)
+    threat = s.knows_threat.reshape(-1).take(flat_target)
+    raider = v.w.entity_kind[tgt] == EntityKind.RAIDER
+    tgt_grief = np.take_along_axis(s.grief, np.minimum(tgt, N - 1), 1) * (tgt < N)
+    label = np.zeros_like(act)
+    label = np.where(active & (act == Action.MOURN) & s.performing, Reaction.MOURNING, label)
+    attack = active & (act == Action.ATTACK)
+    label = np.where(attack, Reaction.AGGRESSION, label)
+    label = np.where(attack & threat, Reaction.DEFENSE, label)
+    label = np.where(attack & threat & (anger_at > LABEL_ANGER_MIN) & ~raider, Reaction.REVENGE, label)
+    label = np.where(active & (act == Action.FLEE) & threat, Reaction.FEAR, label)
+    label = np.where(active & (act == Action.COMFORT) & (tgt_grief > LABEL_GRIEF_MIN), Reaction.CONSOLING, label)
+    label = np.where(active & (act == Action.WARN), Reaction.ALARM, label)
+    return label
+
+
+def record_reactions(v: Village) -> None:
+    """A reaction event when an NPC starts showing a label, with a cause link (logged when recording)."""
+    s = v.state
+    started = (v.reaction != v.prev_reaction) & (v.reaction != Reaction.NONE)
+    v.prev_reaction = v.reaction.copy()
+    bb, ii = np.nonzero(started)
+    if not len(bb):
+        return
+    ids = v.new_event_ids(bb)  # taken whether or not the log records, so runs stay identical
+    if not v.record:
+        return
+    tgt = s.target[bb, ii]
+    label = v.reaction[bb, ii]
+    tt = np.maximum(tgt, 0)
+    cause = np.where(label == Reaction.MOURNING, s.death_event[bb, tt], s.threat_event[bb, tt])
+    revenge = label == Reaction.REVENGE
+    cause = np.where(revenge, grudge_cause(v, bb, ii, tt), cause)
+    consoling = label == Reaction.CONSOLING
+    learned = s.learned_tick[bb, ii]
+    latest_known = np.argmax(learned, axis=1)
+    knows_a_death = learned.max(axis=1) >= 0
+    cause = np.where(consoling, np.where(knows_a_death, s.death_event[bb, latest_known], -1), cause)
+    # an alarm is about the threat the warner fears most among those it knows
+    feared = np.argmax(np.where(s.knows_threat[bb, ii], s.fear[bb, ii] + ALARM_FEAR_TIEBREAK, -1.0), axis=1)
+    cause = np.where(label == Reaction.ALARM, s.threat_event[bb, feared], cause)
+    intensity = np.select(
+        [label == Reaction.MOURNING, revenge, label == Reaction.FEAR],
+        [s.grief[bb, ii], s.anger[bb, ii, tt], s.fear[bb, ii, tt]],
+        default=s.fear[bb, ii].max(-1),
+    )
+    v.log.add_events(ids, bb, s.tick[bb] - 1, EventType.REACTION, ii, tgt, s.pos[bb, ii, 0], s.pos[bb, ii, 1],
+                     cause=cause, reaction=label, intensity=intensity)
