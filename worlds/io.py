@@ -25,6 +25,14 @@ from worlds.spec import (
     ACTOR_KINDS,
     EVENT_TYPES,
     LOCATION_KINDS,
+    MAX_ACTORS,
+    MAX_EVENTS,
+    MAX_LOCATIONS,
+    MAX_NPCS,
+    MAX_RELATIONSHIPS,
+    MAX_WORLD_FILE_BYTES,
+    MIN_NPCS,
+    MIN_PEOPLE,
     RELATION_KINDS,
     ROLES,
     TRAIT_NAMES,
@@ -61,6 +69,8 @@ _ACTOR_KEYS = ("name", "kind", "x", "y", "health")
 _EVENT_KEYS = ("tick", "type", "actor", "target", "x", "y")
 
 _MISSING = object()
+_MAX_ENTRIES = {"locations": MAX_LOCATIONS, "npcs": MAX_NPCS, "actors": MAX_ACTORS,
+                "relationships": MAX_RELATIONSHIPS, "events": MAX_EVENTS}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -79,6 +89,11 @@ def load_world(path_or_id: str | os.PathLike[str]) -> WorldSpec:
     path = _resolve(path_or_id)
     source = str(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_WORLD_FILE_BYTES:
+            raise WorldError(f"expected a world file of at most {MAX_WORLD_FILE_BYTES // (1024 * 1024)} MiB, got "
+                             f"{size / (1024 * 1024):.1f} MiB (at most {MAX_NPCS} NPCs; docs/world-format.md)",
+                             source=source)
         raw = path.read_bytes()
     except FileNotFoundError:
         raise WorldError(f"no such world file (bundled worlds: {_bundled_list()})", source=source) from None
@@ -356,6 +371,10 @@ class _Validator:
                 build: Callable[[Mapping[str, Any], str], Any]) -> list[Any]:
         raw = data.get(key, [])
         items = self.array(raw, key)
+        limit = _MAX_ENTRIES[key]
+        if len(items) > limit:  # before building any entry: the engine's memory grows with people squared
+            raise self.fail(key, f"expected at most {limit} entries (the loader's limit, docs/world-format.md), "
+                            f"got {len(items)}")
         out = []
         for i, item in enumerate(items):
             path = f"{key}[{i}]"
@@ -394,11 +413,18 @@ class _Validator:
         self.location_kinds = {loc.name: loc.kind for loc in locations}
 
         if "npcs" not in top:
-            raise self.fail("npcs", "missing required array; expected at least 1 [[npcs]] table")
+            raise self.fail("npcs", f"missing required array; expected at least {MIN_NPCS} [[npcs]] tables")
         npcs = self.entries(top, "npcs", _NPC_KEYS, self.npc)
         if not npcs:
             raise self.fail("npcs", "expected at least 1 NPC, got an empty array")
         actors = self.entries(top, "actors", _ACTOR_KEYS, self.actor)
+        if len(npcs) + len(actors) < MIN_PEOPLE:
+            raise self.fail("npcs", f"expected at least {MIN_PEOPLE} NPCs and actors together, since each NPC "
+                            f"observes the 4 most salient others (docs/world-format.md); got {len(npcs)} NPCs "
+                            f"and {len(actors)} actors")
+        if len(npcs) < MIN_NPCS:
+            raise self.fail("npcs", f"expected at least {MIN_NPCS} NPCs, since a training episode can plan "
+                            f"{MIN_NPCS} killings (docs/world-format.md); got {len(npcs)}")
         self.unique_people(npcs, actors)
         players = [i for i, actor in enumerate(actors) if actor.kind == "player"]
         if len(players) > 1:

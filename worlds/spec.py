@@ -27,6 +27,20 @@ RELATION_KINDS: tuple[str, ...] = ("kin", "spouse", "friend", "rival")
 ACTOR_KINDS: tuple[str, ...] = ("player", "raider")
 EVENT_TYPES: tuple[str, ...] = ("kill", "attack", "gift", "talk", "raid")
 
+# The largest world the loader accepts (docs/world-format.md). The engine keeps per-pair arrays (affinity,
+# knowledge, anger and fear at each person), so a village's memory grows with the square of its people:
+# 2,000 NPCs already take about 0.6 GiB for one village, and training steps dozens of villages at once.
+MAX_NPCS = 1000
+# The smallest world the loader accepts: each NPC observes the 4 most salient others (the policies' default
+# --slots), so a village needs 5 people in all, and a training episode can plan up to 3 killings.
+MIN_PEOPLE = 5  # NPCs and actors together
+MIN_NPCS = 3
+MAX_ACTORS = 64
+MAX_LOCATIONS = 1000
+MAX_RELATIONSHIPS = 50_000
+MAX_EVENTS = 10_000
+MAX_WORLD_FILE_BYTES = 16 * 1024 * 1024  # checked before parsing: a 1,000-NPC world is well under 1 MiB
+
 
 @dataclass(frozen=True)
 class Traits:

@@ -366,7 +366,20 @@ def test_doc_minimal_example_loads(tmp_path: Path) -> None:
     world_file = tmp_path / "hamlet.toml"
     world_file.write_text(block, encoding="utf-8")
     spec = load_world(world_file)
-    assert spec.npc_names == ("Ada", "Bo")
+    assert spec.npc_names == ("Ada", "Bo", "Cy", "Di")
+
+
+@pytest.mark.parametrize(("keep_npcs", "keep_actors", "field"), [(3, 1, "npcs"), (4, 0, "npcs"), (2, 3, "npcs")])
+def test_worlds_smaller_than_an_observation_are_one_line(village_dict: dict[str, Any], keep_npcs: int,
+                                                         keep_actors: int, field: str) -> None:
+    names = {npc["name"] for npc in village_dict["npcs"][:keep_npcs]}
+    village_dict["npcs"] = village_dict["npcs"][:keep_npcs]
+    village_dict["actors"] = village_dict["actors"][:keep_actors]
+    village_dict["relationships"] = [r for r in village_dict["relationships"] if {r["a"], r["b"]} <= names]
+    village_dict["events"] = []
+    with pytest.raises(WorldError) as info:
+        world_from_dict(village_dict)
+    assert info.value.path == field and "at least" in str(info.value) and "\n" not in str(info.value)
 
 
 DOC_ERRORS: list[tuple[Mutation, str]] = [
@@ -396,3 +409,44 @@ def test_doc_error_examples_are_real(village_dict: dict[str, Any], mutate: Mutat
         world_from_dict(village_dict, source="worlds/mine.toml")
     assert str(info.value) == f"worlds/mine.toml: {line}"
     assert f"worlds/mine.toml: {line}" in DOC.read_text(encoding="utf-8")
+
+
+# ---- the documented size limit ---------------------------------------------------------------------------
+
+
+def test_too_many_npcs_is_one_line_before_any_is_built(village_dict: dict[str, Any], tmp_path: Path) -> None:
+    import time
+
+    from worlds.spec import MAX_NPCS
+
+    npc = village_dict["npcs"][0]
+    village_dict["npcs"] = [dict(npc, name=f"N{k}") for k in range(MAX_NPCS + 1)]
+    village_dict["relationships"], village_dict["events"] = [], []
+    world_file = tmp_path / "crowd.toml"
+    world_file.write_text(tomli_w.dumps(village_dict), encoding="utf-8")
+    start = time.perf_counter()
+    with pytest.raises(WorldError) as info:
+        load_world(world_file)
+    assert time.perf_counter() - start < 10
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(str(world_file))
+    assert f"npcs: expected at most {MAX_NPCS} entries" in message and f"got {MAX_NPCS + 1}" in message
+    village_dict["npcs"] = village_dict["npcs"][:MAX_NPCS]  # the limit itself loads
+    assert len(world_from_dict(village_dict).npcs) == MAX_NPCS
+
+
+def test_an_oversized_world_file_is_refused_before_parsing(tmp_path: Path) -> None:
+    from worlds.spec import MAX_WORLD_FILE_BYTES
+
+    world_file = tmp_path / "huge.toml"
+    with world_file.open("wb") as handle:
+        handle.truncate(MAX_WORLD_FILE_BYTES + 1)  # sparse: no time spent writing
+    with pytest.raises(WorldError, match=r"huge.toml: expected a world file of at most 16 MiB"):
+        load_world(world_file)
+
+
+def test_the_size_limit_is_documented() -> None:
+    from worlds.spec import MAX_ACTORS, MAX_NPCS
+
+    text = DOC.read_text(encoding="utf-8")
+    assert f"{MAX_NPCS:,} NPCs" in text and f"{MAX_ACTORS} actors" in text
