@@ -193,15 +193,15 @@ class BridgeService:
             raise RuntimeError(f"ops without a handler: {sorted(missing)}")
 
     def _load(self, spec: str) -> Policy:
-        policy = load_policy(spec, slots=self.config.slots, seed=self.config.seed)
-        if self.config.backend == "onnx":
-            from npc_brains.export import ExportError, onnx_policy
+        if self.config.backend != "onnx":
+            return load_policy(spec, slots=self.config.slots, seed=self.config.seed)
+        from npc_brains.export import ExportError, onnx_policy
 
-            try:
-                policy = onnx_policy(policy)
-            except ExportError as exc:
-                raise PolicyLoadError(f"--backend onnx: {exc}") from None
-        return policy
+        try:  # a trained policy exported in memory, or an exported .onnx file as it is
+            return onnx_policy(spec if spec not in BASELINE_NAMES else load_policy(spec, slots=self.config.slots),
+                               seed=self.config.seed)
+        except ExportError as exc:
+            raise PolicyLoadError(f"--backend onnx: {exc}") from None
 
     @property
     def policy_name(self) -> str:

@@ -18,7 +18,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "new": ("village.cmd_new", "generate a random village world file"),
     "train": ("village.cmd_train", "train NPC brains headless (Dr. MAS, MAPPO, IPPO)"),
     "eval": ("village.cmd_eval", "measure emergent reactions of a policy on the scenario suite"),
-    "serve": ("village.cmd_serve", "serve trained policies to game engines over ZeroMQ"),
+    "serve": ("village.cmd_serve", "serve trained policies to game engines over ZeroMQ and WebSocket"),
+    "export": ("village.cmd_export", "export a trained policy's actor as ONNX (Unity Sentis, Unreal NNE)"),
     "keys": ("village.cmd_keys", "generate CurveZMQ key pairs for the bridge"),
     "play": ("village.cmd_play", "open the pygame village sandbox"),
 }

@@ -1,0 +1,203 @@
+"""Export a trained policy's actor to ONNX, and run an exported actor with onnxruntime.
+
+`export_onnx` writes the actor as a graph with inputs `obs` (float32 [batch, obs_dim]) and `mask` (bool
+[batch, n_actions]) and outputs `probs` (float32 [batch, n_actions], masked softmax) and `action` (int64
+[batch], the most likely valid action); the batch axis is dynamic. The default opset, 15, is one Unity
+Sentis and Unreal NNE read. The observation layout, the action names, the protocol version and the
+network's sizes travel in the model's metadata (`metadata_props`), so an engine can check what it feeds.
+
+`OnnxPolicy` runs such a file (or a policy exported in memory) in onnxruntime with one intra-op thread
+and no spinning, for `village serve --backend onnx`. onnx, onnxscript and onnxruntime are the `[onnx]`
+extra and are imported only here, only when asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from npc_brains.policy_api import PolicyOutput
+
+DEFAULT_OPSET = 15
+MIN_OPSET, MAX_OPSET = 13, 20
+BRIDGE_PROTOCOL_VERSION = 1  # bridge/protocol.py's PROTOCOL_VERSION (npc_brains may not import the bridge)
+
+
+class ExportError(Exception):
+    """The policy cannot be exported or an exported file cannot be run (a one-line reason)."""
+
+
+def _need(module: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ExportError(f"{module} is not installed: pip install 'village-npc[onnx]'") from None
+
+
+def _torch_policy(policy: Any) -> Any:
+    """A TorchPolicy of the same weights: the loaded one, or rebuilt from a policy spec or a NumpyPolicy."""
+    from npc_brains.runtime import TorchPolicy, load_policy
+
+    if isinstance(policy, TorchPolicy):
+        return policy
+    if isinstance(policy, (str, Path)):
+        from npc_brains.checkpoint import CheckpointError
+
+        try:
+            return load_policy(policy, backend="torch")
+        except (CheckpointError, OSError, ValueError) as exc:
+            raise ExportError(f"cannot load policy {str(policy)!r}: {exc}") from None
+    raise ExportError(f"policy {getattr(policy, 'name', type(policy).__name__)!r} is not a trained network "
+                      "(scripted and random baselines have no actor to export); give a checkpoint or 'default'")
+
+
+class _Exported:
+    """The module traced into the graph: (obs, mask) -> (probs, action)."""
+
+    @staticmethod
+    def build(actor: Any) -> Any:
+        import torch
+
+        class ActorGraph(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.actor = actor
+
+            def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                logits = self.actor(obs, mask)
+                return torch.softmax(logits, -1), logits.argmax(-1)
+
+        return ActorGraph().eval()
+
+
+def metadata(policy: Any, opset: int) -> dict[str, str]:
+    spec = policy.spec
+    return {
+        "village.format": "village-npc-actor/1", "village.policy": str(policy.name),
+        "village.env_id": str(policy.env_id), "village.protocol_version": str(BRIDGE_PROTOCOL_VERSION),
+        "village.obs_dim": str(spec.obs_dim), "village.n_actions": str(spec.n_actions),
+        "village.observation_layout": json.dumps(list(policy.observation_layout)),
+        "village.action_names": json.dumps(list(policy.action_names)),
+        "village.tuning": json.dumps((policy.config or {}).get("tuning") or {}),
+        "village.opset": str(opset), "village.inputs": "obs float32 [batch, obs_dim]; mask bool [batch, n_actions]",
+        "village.outputs": "probs float32 [batch, n_actions]; action int64 [batch]",
+    }
+
+
+def export_bytes(policy: Any, opset: int = DEFAULT_OPSET) -> bytes:
+    """The ONNX model of `policy`'s actor (a loaded policy, a checkpoint path or 'default') as bytes."""
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ExportError(f"--opset: expected {MIN_OPSET}..{MAX_OPSET} (15 for Unity Sentis and Unreal NNE), "
+                          f"got {opset}")
+    onnx = _need("onnx")
+    import io
+
+    import torch
+
+    tp = _torch_policy(policy)
+    graph = _Exported.build(tp.actor.cpu())
+    obs = torch.zeros((2, tp.spec.obs_dim), dtype=torch.float32)
+    mask = torch.ones((2, tp.spec.n_actions), dtype=torch.bool)
+    buf = io.BytesIO()
+    import warnings
+
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notes: opset 15 needs it
+        torch.onnx.export(graph, (obs, mask), buf, input_names=["obs", "mask"], output_names=["probs", "action"],
+                          dynamic_axes={"obs": {0: "batch"}, "mask": {0: "batch"}, "probs": {0: "batch"},
+                                        "action": {0: "batch"}},
+                          opset_version=opset, dynamo=False, do_constant_folding=True)
+    model = onnx.load_from_string(buf.getvalue())
+    for key, value in metadata(tp, opset).items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    model.producer_name = "village-npc"
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def export_onnx(policy: Any, out: str | Path, opset: int = DEFAULT_OPSET) -> Path:
+    """Write the ONNX model atomically (a temporary file renamed into place); returns the path."""
+    data = export_bytes(policy, opset)
+    out = Path(out)
+    if out.parent and not out.parent.is_dir():
+        raise ExportError(f"--onnx {out}: the directory {out.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+class OnnxPolicy:
+    """An exported actor in onnxruntime (one thread, no spinning), behind the `Policy` interface."""
+
+    backend = "onnx"
+
+    def __init__(self, model: bytes | str | Path, name: str | None = None, seed: int | None = 0):
+        ort = _need("onnxruntime")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+        source = model if isinstance(model, bytes) else str(model)
+        try:
+            self.session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own types for unreadable or foreign files
+            raise ExportError(f"cannot load the ONNX model: {str(exc)[:300]}") from None
+        meta = self.session.get_modelmeta().custom_metadata_map
+        if meta.get("village.format") != "village-npc-actor/1":
+            raise ExportError("the ONNX model was not exported by `village export` (no village.format metadata)")
+        self.meta = meta
+        self.name = name or meta["village.policy"]
+        self.obs_dim = int(meta["village.obs_dim"])
+        self.n_actions = int(meta["village.n_actions"])
+        self.action_names: list[str] = json.loads(meta["village.action_names"])
+        self.observation_layout: list[str] = json.loads(meta["village.observation_layout"])
+        self.config = {"tuning": json.loads(meta.get("village.tuning", "{}"))}
+        self.rng = np.random.default_rng(seed)
+        self._run = self.session.run
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
+            with_values: bool = False) -> PolicyOutput:
+        obs = np.ascontiguousarray(obs, np.float32)
+        mask = np.ascontiguousarray(mask, bool)
+        if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
+            raise ValueError(f"obs: expected shape (R, {self.obs_dim}), got {obs.shape}")
+        if mask.shape != (obs.shape[0], self.n_actions):
+            raise ValueError(f"mask: expected shape ({obs.shape[0]}, {self.n_actions}), got {mask.shape}")
+        probs, greedy = self._run(None, {"obs": obs, "mask": mask})
+        if deterministic:
+            actions = greedy
+        else:  # inverse CDF; a masked action has probability exactly 0, so it is never reached
+            cdf = probs.cumsum(1)
+            u = self.rng.random(len(obs), dtype=np.float32) * cdf[:, -1]
+            actions = (cdf > u[:, None]).argmax(1)
+        return PolicyOutput(np.asarray(actions, np.int64), probs if with_probs else None)
+
+
+def onnx_policy(policy: Any, seed: int | None = 0) -> OnnxPolicy:
+    """A policy in onnxruntime: an `.onnx` file as it is, or a trained policy (a TorchPolicy, a checkpoint
+    path or 'default') exported in memory first."""
+    if isinstance(policy, (str, Path)) and str(policy).endswith(".onnx"):
+        if not Path(policy).is_file():
+            raise ExportError(f"no such ONNX model {str(policy)!r}")
+        return OnnxPolicy(Path(policy), seed=seed)
+    tp = _torch_policy(policy)
+    return OnnxPolicy(export_bytes(tp), name=tp.name, seed=seed)
