@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.constants import Action  # noqa: E402
+from engine.constants import Action, Personality  # noqa: E402
 from engine.sim import VillageSim, flat_action  # noqa: E402
 from npc_brains.evaluate import policy_slots  # noqa: E402
 from worlds.generate import generate_world  # noqa: E402
@@ -43,18 +43,18 @@ def _eligible(sim: VillageSim, situation: str) -> np.ndarray:
     s, N = sim.state, sim.N
     player = sim.player
     free = s.alive[:, :N] & ~s.busy & s.alive[:, player][:, None]
-    traits = sim.w.traits
+    p = Personality.of(sim.w.traits)
     if situation == "revenge":
         knows = (s.known_culprit[:, :, :N] == player).any(-1)
-        return free & knows & (traits[..., 1] >= 0.6) & (s.anger[:, :, player] > 0.3)
+        return free & knows & (p.aggression >= 0.6) & (s.anger[:, :, player] > 0.3)
     if situation == "mourn":
         return free & (s.grief > 0.3)
     if situation == "work":
         calm = (s.grief < 0.05) & (s.anger.sum(-1) < 0.05) & (s.fear.sum(-1) < 0.05)
         day = (s.tick % 144 >= 42) & (s.tick % 144 < 108)  # 07:00 to 18:00
-        return free & calm & day[:, None] & (traits[..., 4] >= 0.5)
+        return free & calm & day[:, None] & (p.diligence >= 0.5)
     d = np.linalg.norm(s.pos[:, :N] - s.pos[:, player][:, None], axis=-1)
-    return (free & (traits[..., 0] <= 0.4) & s.knows_threat[:, :, player] & (s.fear[:, :, player] > 0.2)
+    return (free & (p.bravery <= 0.4) & s.knows_threat[:, :, player] & (s.fear[:, :, player] > 0.2)
             & (d < sim.w.sight_radius[:, None]))
 
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numba import njit
 
-from engine.constants import TICKS_PER_DAY
+from engine.constants import TICKS_PER_DAY, Action
 
 # Slot feature columns (must match engine.observe.SLOT_FEATURES; a test checks it).
 F_PRESENT = 0
@@ -35,6 +35,17 @@ F_BLAMED = 20
 F_SINCE = 21
 N_SLOT_FEATURES = 22
 
+# Untargeted actions the mask rules name (engine.constants.Action), and own_dynamic columns (engine/observe.py).
+A_WORK, A_EAT, A_SLEEP = int(Action.WORK), int(Action.EAT), int(Action.SLEEP)
+OWN_ENERGY, OWN_NIGHT = 3, 9
+# Salience of another entity to an NPC (besides liking, kinship and proximity): a known living threat, the death
+# of a loved one learned within a day, the death of one not close (pushed down), and anger or fear (each capped
+# at 1) times this.
+SALIENCE_THREAT = 3.0
+SALIENCE_FRESH_LOSS = 3.0
+SALIENCE_STRANGER_DEATH = 2.0
+SALIENCE_EMOTION = 2.0
+MAX_SIGHTS = 3.0  # slot offsets and distances are in sight radii, clipped to this
 # Targeted action kinds, in engine.constants.TARGETED order.
 T_TALK, T_COMFORT, T_MOURN, T_ATTACK, T_FLEE, T_WARN = range(6)
 N_UNTARGETED = 5
@@ -134,11 +145,12 @@ def observe(
             mask[b, i, 0] = True
             for a in range(1, N_UNTARGETED):
                 mask[b, i, a] = free
-            mask[b, i, 3] = free and can_eat[b]  # EAT needs food in the granary
-            if not work_at_night and own_dynamic[b, i, 9] > 0.5:  # WORK by day only, when so tuned
-                mask[b, i, 2] = False
+            mask[b, i, A_EAT] = free and can_eat[b]  # EAT needs food in the granary
+            night = own_dynamic[b, i, OWN_NIGHT] > 0.5
+            if not work_at_night and night:  # WORK by day only, when so tuned
+                mask[b, i, A_WORK] = False
             # SLEEP: at night, or by day when tired (own_dynamic: 3 = energy, 9 = night)
-            mask[b, i, 4] = free and (own_dynamic[b, i, 9] > 0.5 or own_dynamic[b, i, 3] < sleep_energy)
+            mask[b, i, A_SLEEP] = free and (night or own_dynamic[b, i, OWN_ENERGY] < sleep_energy)
             # --- salience: known threats, dead loved ones learned of recently, grudges, fear, liking, proximity
             for e in range(E):
                 if e == i or not present[b, e]:
@@ -149,14 +161,14 @@ def observe(
                 # proximity 1 / (1 + (d / sight)^2): no sqrt or exp in the hot loop
                 sc = static_score[b, i, e] + radius2 / (radius2 + dx * dx + dy * dy)
                 if knows_threat[b, i, e] and alive[b, e]:
-                    sc += 3.0
+                    sc += SALIENCE_THREAT
                 if knows_death[b, i, e]:
                     if close[b, i, e]:
                         if tick[b] - learned_tick[b, i, e] < TICKS_PER_DAY:
-                            sc += 3.0
+                            sc += SALIENCE_FRESH_LOSS
                     else:
-                        sc -= 2.0
-                sc += 2.0 * min(anger[b, i, e], 1.0) + 2.0 * min(fear[b, i, e], 1.0)
+                        sc -= SALIENCE_STRANGER_DEATH
+                sc += SALIENCE_EMOTION * min(anger[b, i, e], 1.0) + SALIENCE_EMOTION * min(fear[b, i, e], 1.0)
                 score[e] = sc
             a0 = N_UNTARGETED
             for k in range(K):
@@ -185,9 +197,9 @@ def observe(
                 for f in range(N_STATIC):
                     row[base + F_STATIC0 + f] = static_feats[b, i, e, f]
                 row[base + F_BELIEVED_ALIVE] = 0.0 if known_dead else 1.0
-                row[base + F_DX] = min(max(dx / radius, -3.0), 3.0)
-                row[base + F_DY] = min(max(dy / radius, -3.0), 3.0)
-                row[base + F_DIST] = min(d / radius, 3.0)
+                row[base + F_DX] = min(max(dx / radius, -MAX_SIGHTS), MAX_SIGHTS)
+                row[base + F_DY] = min(max(dy / radius, -MAX_SIGHTS), MAX_SIGHTS)
+                row[base + F_DIST] = min(d / radius, MAX_SIGHTS)
                 row[base + F_IN_REACH] = 1.0 if d <= strike_reach else 0.0
                 row[base + F_KNOWN_DEAD] = 1.0 if known_dead else 0.0
                 row[base + F_KNOWN_THREAT] = 1.0 if knows_threat[b, i, e] else 0.0

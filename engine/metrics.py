@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.constants import N_KINDS, Action, EventType, Reaction
+from engine.constants import CLOSE_AFFINITY, N_KINDS, Action, EventType, Reaction, Trait
+from engine.constants import close_relations as is_close
 
 SEEN = -1  # learned_from: saw it or found the body
 
@@ -28,7 +29,7 @@ SEEN = -1  # learned_from: saw it or found the body
 class MetricParams:
     """Thresholds and windows of the metrics (ticks are 10 game minutes)."""
 
-    close_affinity: float = 0.5  # close relation: kin/spouse, or affinity at least this
+    close_affinity: float = CLOSE_AFFINITY  # close relation: kin/spouse, or affinity at least this
     aggressive: float = 0.6  # aggression at least this
     timid: float = 0.4  # bravery at most this
     mourn_window: int = 36  # T: steps after learning of the death (6 h)
@@ -255,8 +256,7 @@ def performed(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def close_relations(trace: Trace, b: int, v: int, threshold: float) -> np.ndarray:
     """(N,) bool: kin/spouse of v or affinity >= threshold, v excluded."""
-    close = trace.kin[b, :, v] | (trace.affinity[b, :, v] >= threshold)
-    close = close.copy()
+    close = is_close(trace.affinity[b, :, v], trace.kin[b, :, v], threshold)
     close[v] = False
     return close
 
@@ -434,7 +434,7 @@ def revenge_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death])
     for d in deaths:
         b, v, k = d.village, d.victim, d.killer
         close = close_relations(trace, b, v, p.close_affinity) & trace.alive[d.step + 1, b, : trace.N]
-        close &= trace.traits[b, :, 1] >= p.aggressive
+        close &= trace.traits[b, :, Trait.AGGRESSION] >= p.aggressive
         for i in np.flatnonzero(close):
             st.n["revenge_close"] += 1
             Lc = int(trace.culprit_tick[b, i, v])
@@ -503,7 +503,7 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
         b, v, k = d.village, d.victim, d.killer
         safe = trace.safe_distance[b]
         alive_then = trace.alive[d.step + 1, b, : trace.N]
-        timid = trace.traits[b, :, 0] <= p.timid
+        timid = trace.traits[b, :, Trait.BRAVERY] <= p.timid
         learned, source = trace.learned_tick[b, :, v], trace.learned_from[b, :, v]
         witness = (source == SEEN) & (learned == d.step)
         hearsay = (source >= 0) & (learned >= 0)
@@ -693,7 +693,6 @@ def chain_stats(trace: Trace, st: Stats, deaths: list[Death]) -> None:
 
 def action_stats(trace: Trace, st: Stats) -> None:
     """Histograms of the macro-actions NPCs chose when free, per personality band, and per-NPC diversity."""
-    from worlds import TRAIT_NAMES
 
     N = trace.N
     free = trace.alive[:-1, :, :N] & ~trace.busy[:-1]  # (T, B, N) chose an action at step k
@@ -704,12 +703,12 @@ def action_stats(trace: Trace, st: Stats) -> None:
     total = per_npc.sum((0, 1))
     if total.sum() > 0:
         st.samples["action_entropy"].append(entropy(total))
-    for t_idx, trait in enumerate(TRAIT_NAMES):
-        value = trace.traits[:, :, t_idx]
+    for trait in Trait:
+        value = trace.traits[:, :, trait]
         band = np.where(value < 0.4, 0, np.where(value < 0.6, 1, 2))
         for k, name in enumerate(BANDS):
             h = per_npc[band == k].sum(0)
-            key = f"{trait}:{name}"
+            key = f"{trait.name.lower()}:{name}"
             st.hist[key] = st.hist[key] + h if key in st.hist else h
     # empirical diversity: NPCs of one world differ by personality; pool each NPC's histogram over villages
     npc_hist = per_npc.sum(0)

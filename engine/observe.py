@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.constants import HEALTH_EPS, N_KINDS, TICKS_PER_DAY, Action, EntityKind, Trait, close_relations
-from engine.kernels import GRIEVANCE_ANGER, N_SLOT_FEATURES
+from engine.kernels import GRIEVANCE_ANGER, N_SLOT_FEATURES, OWN_ENERGY, OWN_NIGHT
 from engine.kernels import observe as observe_kernel
 from engine.state import FRIEND, RIVAL, SPOUSE
 from engine.village import Village
@@ -174,5 +174,7 @@ class Observer:
         return self.sim.N * 10 + self.sim.M * 4 + 4
 
 
+if (_OWN_DYNAMIC.index("energy"), _OWN_DYNAMIC.index("night")) != (OWN_ENERGY, OWN_NIGHT):
+    raise ImportError("engine.kernels own_dynamic columns are out of date with _OWN_DYNAMIC")
 if len(SLOT_FEATURES) != N_SLOT_FEATURES:  # the compiled kernel writes columns by number
     raise ImportError("engine.kernels slot columns are out of date with SLOT_FEATURES")

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 import worlds
+from engine.constants import Personality, close_relations
 from engine.policy_api import Policy
 from worlds import LOCATION_KINDS, WorldSpec
 
@@ -46,8 +47,6 @@ else:  # pragma: no cover
 SCENARIO_DIR = Path(worlds.__file__).resolve().parent / "scenarios"  # package data of worlds
 STEP_OPS: tuple[str, ...] = ("kill", "raid")
 VICTIM_RULES: tuple[str, ...] = ("parent", "loner", "rival", "fighter", "beloved", "random")
-# affinity at which a tie counts as close when victims are chosen (the metrics' close threshold)
-CLOSE_AFFINITY = 0.5
 
 
 class ScenarioError(ValueError):
@@ -205,13 +204,13 @@ def victim_rule_scores(spec: WorldSpec) -> dict[str, tuple[np.ndarray, np.ndarra
     lexicographically (ties: the lowest index)."""
     affinity, kin = _relations(spec)
     n = len(spec.npcs)
-    close = (kin | (affinity >= CLOSE_AFFINITY)) & ~np.eye(n, dtype=bool)
+    close = close_relations(affinity, kin) & ~np.eye(n, dtype=bool)
     n_close = close.sum(1).astype(float)
     pos_sum = np.maximum(affinity, 0).sum(1)
     n_pos = (affinity > 0).sum(1).astype(float)
     n_neg = (affinity < 0).sum(1).astype(float)
     neg_sum = np.minimum(affinity, 0).sum(1)
-    traits = np.array([npc.traits.as_tuple() for npc in spec.npcs])
+    p = Personality.of(np.array([npc.traits.as_tuple() for npc in spec.npcs]))
     child = np.array([npc.role == "child" for npc in spec.npcs])
     parent = ~child & (kin & child[None, :]).any(1)
     everyone = np.ones(n, bool)
@@ -223,7 +222,7 @@ def victim_rule_scores(spec: WorldSpec) -> dict[str, tuple[np.ndarray, np.ndarra
         # most negative ties, then the strongest dislike
         "rival": (np.stack([n_neg, -neg_sum], 1), everyone),
         # the strongest fighter: bravery + aggression
-        "fighter": (np.stack([traits[:, 0] + traits[:, 1], traits[:, 1]], 1), everyone),
+        "fighter": (np.stack([p.bravery + p.aggression, p.aggression], 1), everyone),
         # the most loved: most close relations (witness and fear scenarios need mourners)
         "beloved": (np.stack([n_close, pos_sum], 1), everyone),
     }

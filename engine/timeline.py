@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.constants import START_TICK_OF_DAY, TICKS_PER_DAY, EventType, Reaction, Tuning
+from engine.constants import START_TICK_OF_DAY, TICKS_PER_DAY, EventType, Reaction, Tuning, close_relations
 from engine.events import HOW_FOUND_BODY, HOW_NAMES, HOW_TOLD, HOW_WARNED, HOW_WITNESSED, Event, Message
 from engine.policy_api import Policy
 from engine.sim import VillageSim
@@ -110,7 +110,7 @@ def run_timeline(world: WorldSpec, policy: Policy, *, ticks: int = 144, seed: in
         sim.step(np.asarray(out.actions).reshape(1, N))
         snapshot(t)
     s = sim.state
-    close = (sim.w.base_affinity[0] >= sim.t.close_affinity) | sim.w.kin[0]
+    close = close_relations(sim.w.base_affinity[0], sim.w.kin[0])  # as the emergence metrics count them
     np.fill_diagonal(close, False)
     return Timeline(
         world_id=world.id,
