@@ -1,12 +1,14 @@
-"""The C++ and JavaScript clients, built and run against a live server: hello, act, a session with a death.
+"""The C++, JavaScript and C# clients, built and run against a live server: hello, act, a session with a death.
 
 They skip (with the reason) where the toolchain is missing: g++ with cppzmq + msgpack-cxx
-(`apt-get install g++ libzmq3-dev cppzmq-dev libmsgpack-cxx-dev`), or node with the JS dependencies installed in
-bridge/clients/js (`make test` runs `npm ci` there when npm is on PATH).
+(`apt-get install g++ libzmq3-dev cppzmq-dev libmsgpack-cxx-dev`), node with the JS dependencies installed in
+bridge/clients/js (`make test` runs `npm ci` there when npm is on PATH), mono's mcs (`apt-get install
+mono-devel`) for the C# WebSocket client, and NetMQ + MessagePack-CSharp assemblies for the C# ZeroMQ client.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +21,7 @@ from engine.constants import REACTION_NAMES
 
 CPP = ROOT / "bridge" / "clients" / "cpp"
 JS = ROOT / "bridge" / "clients" / "js"
+CSHARP = ROOT / "bridge" / "clients" / "csharp"
 
 
 def _has_header(compiler: str, header: str) -> bool:
@@ -88,6 +91,49 @@ def test_js_client_round_trip(server):
                          text=True, timeout=120, cwd=JS)
     assert run.returncode == 0, run.stderr
     _check_transcript(run.stdout)
+
+
+def test_csharp_websocket_client_round_trip(tmp_path):
+    """The C# client over the WebSocket door (framework WebSockets + MsgPackLite.cs, no package): compiled
+    with mono's mcs and run against a live server, the same transcript as the C++ example."""
+    mcs, mono = shutil.which("mcs"), shutil.which("mono")
+    if mcs is None or mono is None:
+        pytest.skip("no mono C# compiler (apt-get install mono-devel)")
+    pytest.importorskip("websockets", reason="the WebSocket door needs the websockets package ([ws] extra)")
+    from bridge_helpers import make_server
+
+    exe = tmp_path / "example_ws.exe"
+    build = subprocess.run([mcs, "-warnaserror+", f"-out:{exe}", str(CSHARP / "MsgPackLite.cs"),
+                            str(CSHARP / "VillageBridgeWs.cs"), str(CSHARP / "ExampleWs.cs")],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stdout + build.stderr
+    srv = make_server(bind=None, ws_bind="127.0.0.1:0", ws_token="csharp-token-0123456789")
+    srv.run_in_thread()
+    try:
+        run = subprocess.run([mono, str(exe), srv.ws_endpoint, str(WORLD), "csharp-token-0123456789"],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        srv.stop()
+    assert run.returncode == 0, run.stdout + run.stderr
+    _check_transcript(run.stdout)
+
+
+def test_csharp_netmq_client_compiles(tmp_path):
+    """The C# ZeroMQ client needs NetMQ 4.x and MessagePack-CSharp 2.x from the NuGet gallery. Debian ships no
+    C# ZeroMQ or msgpack assembly; where the gallery cannot be reached, point VILLAGE_CSHARP_LIBS at a folder
+    with NetMQ.dll, AsyncIO.dll, NaCl.dll and MessagePack*.dll (what `nuget install NetMQ` and `nuget install
+    MessagePack` unpack) to run it."""
+    mcs = shutil.which("mcs")
+    libs = os.environ.get("VILLAGE_CSHARP_LIBS")
+    if mcs is None:
+        pytest.skip("no mono C# compiler (apt-get install mono-devel)")
+    if not libs:
+        pytest.skip("NetMQ and MessagePack-CSharp come from the NuGet gallery, not reachable here, and Debian ships "
+                    "no C# ZeroMQ/msgpack assembly: set VILLAGE_CSHARP_LIBS to a folder of their DLLs")
+    refs = [f"-r:{p}" for p in sorted(Path(libs).glob("*.dll"))]
+    build = subprocess.run([mcs, "-target:library", f"-out:{tmp_path / 'client.dll'}", *refs, str(CSHARP / "VillageBridgeClient.cs")],
+                           capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stdout + build.stderr
 
 
 def test_csharp_client_is_documented_source():

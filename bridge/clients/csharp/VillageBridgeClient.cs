@@ -38,15 +38,24 @@ namespace Village.Bridge
         private readonly string endpoint;
         private readonly TimeSpan timeout;
         private readonly int retries;
+        private readonly string curveServerPublic, curveClientPublic, curveClientSecret;  // Z85, 40 characters
         private RequestSocket socket;
         private long nextId;
         public int Reconnects { get; private set; }
 
-        public VillageBridgeClient(string endpoint, int timeoutMs = 2000, int retries = 3)
+        /// curveServerPublic / curveClientPublic / curveClientSecret: the Z85 keys of `village keys` files
+        /// (server.key's public-key, client.key_secret's public-key and secret-key) for a server started with
+        /// --curve-secret/--curve-allow; leave them null for a loopback server without CURVE.
+        public VillageBridgeClient(string endpoint, int timeoutMs = 2000, int retries = 3,
+                                   string curveServerPublic = null, string curveClientPublic = null,
+                                   string curveClientSecret = null)
         {
             this.endpoint = endpoint;
             this.timeout = TimeSpan.FromMilliseconds(timeoutMs);
             this.retries = retries;
+            this.curveServerPublic = curveServerPublic;
+            this.curveClientPublic = curveClientPublic;
+            this.curveClientSecret = curveClientSecret;
             Connect();
         }
 
@@ -54,6 +63,12 @@ namespace Village.Bridge
         {
             socket = new RequestSocket();
             socket.Options.Linger = TimeSpan.Zero;
+            if (curveServerPublic != null)
+            {
+                // NetMQ 4.0.1+: CurveZMQ with the server's public key and this client's certificate
+                socket.Options.CurveServerKey = NetMQCertificate.FromPublicKey(curveServerPublic).PublicKey;
+                socket.Options.CurveCertificate = new NetMQCertificate(curveClientSecret, curveClientPublic);
+            }
             socket.Connect(endpoint);
         }
 
