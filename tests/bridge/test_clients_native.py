@@ -131,8 +131,8 @@ def test_csharp_netmq_client_compiles(tmp_path):
         pytest.skip("NetMQ and MessagePack-CSharp come from the NuGet gallery, not reachable here, and Debian ships "
                     "no C# ZeroMQ/msgpack assembly: set VILLAGE_CSHARP_LIBS to a folder of their DLLs")
     refs = [f"-r:{p}" for p in sorted(Path(libs).glob("*.dll"))]
-    build = subprocess.run([mcs, "-target:library", f"-out:{tmp_path / 'client.dll'}", *refs, str(CSHARP / "VillageBridgeClient.cs")],
-                           capture_output=True, text=True, timeout=300)
+    build = subprocess.run([mcs, "-target:library", f"-out:{tmp_path / 'client.dll'}", *refs,
+                            str(CSHARP / "VillageBridgeClient.cs")], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stdout + build.stderr
 
 
