@@ -7,10 +7,14 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
+from typing import NoReturn
 
 # Interactive commands run small batches (one village, one request): BLAS threads only add latency there.
 # Set before numpy is first imported; an explicit setting by the user wins.
 SINGLE_THREADED = ("demo", "play", "serve")
+
+DISTRIBUTION = "village-npc"
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -29,6 +33,34 @@ class UserError(Exception):
     """A mistake by the user (bad flag, bad file): printed as one line, exit code 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad flag is one line naming it (exit 2), not the whole usage followed by the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def version() -> str:
+    """This checkout's version (its pyproject.toml, which an editable install's metadata may lag behind), else
+    the installed distribution's."""
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    if pyproject.is_file():
+        from npc_brains.config import toml_module
+
+        try:
+            project = toml_module().loads(pyproject.read_text(encoding="utf-8")).get("project", {})
+        except (ValueError, OSError):
+            project = {}
+        if project.get("name") == DISTRIBUTION and isinstance(project.get("version"), str):
+            return project["version"]
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(
@@ -36,11 +68,15 @@ def main(argv: list[str] | None = None) -> int:
         description="Village NPC engine: a tick-based village whose NPCs learn their social reactions.",
         epilog="Run `village <command> --help` for a command's options.",
     )
+    parser.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for name, (_, help_text) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
+        return 0
+    if argv[0] in ("-V", "--version"):
+        print(f"village {version()}")
         return 0
     name = argv[0]
     if name not in SUBCOMMANDS:
@@ -58,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"village {name}: not available in this build", file=sys.stderr)
             return 2
         raise
-    sub_parser = argparse.ArgumentParser(prog=f"village {name}", description=help_text)
+    sub_parser = OneLineParser(prog=f"village {name}", description=help_text)
     module.add_arguments(sub_parser)
     args = sub_parser.parse_args(argv[1:])
     from worlds import WorldError

@@ -28,6 +28,20 @@ def _size(text: str) -> tuple[int, int]:
     return w, h
 
 
+# SDL video drivers that open no visible window: the sandbox would run with nobody able to see or close it
+INVISIBLE_DRIVERS = ("dummy", "offscreen")
+
+
+def _no_display() -> str | None:
+    """Why no window can be shown here, or None where one may be: checked before pygame is imported, since
+    SDL on a Linux box without X11 or Wayland may fall back to a driver that shows nothing and never returns."""
+    if os.environ.get("SDL_VIDEODRIVER"):
+        return None  # the user chose a driver
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        return "DISPLAY and WAYLAND_DISPLAY are not set"
+    return None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--world", default=None,
                         help="bundled id, world file, or generated:N[:SEED] (default: village-v1)")
@@ -75,6 +89,11 @@ def run(args: argparse.Namespace) -> int:
     if args.replay is not None and args.script is not None:
         raise UserError("--replay and --script: choose one (a replay already sends its commands)")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    if not args.headless:
+        missing = _no_display()
+        if missing:
+            raise UserError(f"no display to open a window on ({missing}); use --headless (with --ticks and "
+                            "--screenshot) on a machine without one")
     try:
         session = load_session(args.replay) if args.replay is not None else None
         script = load_session(args.script) if args.script is not None else None
@@ -94,6 +113,11 @@ def run(args: argparse.Namespace) -> int:
                          speed=args.speed)
     except pygame.error as exc:
         raise UserError(f"cannot open a window ({exc}); use --headless on a machine without a display") from None
+    if not args.headless and pygame.display.get_driver() in INVISIBLE_DRIVERS:
+        driver = pygame.display.get_driver()
+        app.close()
+        raise UserError(f"no display to open a window on (SDL chose its {driver!r} video driver, which shows "
+                        "nothing); use --headless (with --ticks and --screenshot) on a machine without one")
     try:
         if args.select is not None:
             if args.select not in model.spec.npc_names:
