@@ -36,6 +36,8 @@ class AsyncBridgeClient(_Ops):
         sock.setsockopt(zmq.LINGER, 0)
         if self.curve is not None:
             self.curve.apply(sock)
+        if P.wants_ipv6(self.endpoint):
+            sock.setsockopt(zmq.IPV6, 1)
         sock.connect(self.endpoint)
         self.sock = sock
         self._reader = asyncio.get_running_loop().create_task(self._read(sock))

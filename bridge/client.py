@@ -140,6 +140,8 @@ class BridgeClient(_Ops):
         sock.setsockopt(zmq.RCVTIMEO, max(1, int(self.timeout * 1000)))  # a blocking recv that gives up
         if self.curve is not None:
             self.curve.apply(sock)
+        if P.wants_ipv6(self.endpoint):
+            sock.setsockopt(zmq.IPV6, 1)
         sock.connect(self.endpoint)
         self.sock = sock
 

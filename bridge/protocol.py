@@ -631,3 +631,9 @@ class ActReplyEncoder:
         a = actions.astype(_I32, copy=False)
         return b"".join((self._head, pk(request_id), self._mid, pk(a.shape[0]), self._data_key, pk(a.tobytes()),
                          tail))
+
+
+def wants_ipv6(endpoint: str) -> bool:
+    """Whether a ZeroMQ endpoint names an IPv6 address (tcp://[::1]:5555): ZeroMQ sockets then need the IPV6
+    option, without which binding or connecting fails with "No such device"."""
+    return endpoint.startswith(("tcp://[", "ws://[", "wss://["))

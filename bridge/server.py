@@ -208,6 +208,8 @@ class BridgeServer:
             sock.curve_secretkey = secret
             sock.curve_publickey = public
             sock.curve_server = True
+        if P.wants_ipv6(bind):
+            sock.setsockopt(zmq.IPV6, 1)
         try:
             sock.bind(bind)
         except zmq.ZMQError as exc:

@@ -157,3 +157,28 @@ def test_cli_empty_allow_dir_is_one_line_exit_2(keys, tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("village serve: error: --curve-allow") and "no valid client public key" in last
+
+
+def _ipv6_loopback() -> bool:
+    import socket
+
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback on this machine")
+def test_ipv6_loopback_bind_and_connect():
+    srv = make_server(bind="tcp://[::1]:0")
+    srv.run_in_thread()
+    try:
+        assert srv.endpoint.startswith("tcp://[::1]:")
+        with BridgeClient(srv.endpoint, timeout=5.0) as c:
+            assert c.ping() > 0
+    finally:
+        srv.stop()
