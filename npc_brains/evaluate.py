@@ -10,7 +10,7 @@ scenario runs: the same worlds, victims and simulation seeds (common random numb
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,42 +127,73 @@ def scalar_view(result: dict[str, Any]) -> dict[str, Any]:
     return {k: result.get(k) for k in SCALARS}
 
 
+@dataclass
+class Cell:
+    """One scenario on one world for one policy: what the suite's totals are summed from."""
+
+    si: int
+    wi: int
+    stats: Stats | None = None
+    plan: str = ""
+    snd: float | None = None
+    snd_n: int = 0
+    skipped: str | None = None  # why the scenario cannot run on this world
+
+
+def evaluate_cell(policy: Policy, spec: EvalSpec, si: int, wi: int) -> Cell:
+    """Scenario `si` on world `wi`, `spec.villages` seeds batched (its seed depends on the cell alone, so
+    cells can run anywhere in any order: `village eval --ray`)."""
+    scenario, (label, world) = spec.scenarios[si], spec.worlds[wi]
+    try:
+        trace = run_scenario(policy, scenario, world, villages=spec.villages,
+                             seed=spec.seed + 1009 * si + 7 * wi, slots=policy_slots(policy),
+                             max_ticks=spec.max_ticks, deterministic=spec.deterministic,
+                             probe_rows=spec.probe_rows, tuning=policy_tuning(policy))
+    except ScenarioError as exc:
+        return Cell(si, wi, skipped=f"skipped {scenario.id} on {label}: {exc}")
+    snd, n = probe_diversity(policy, trace)
+    return Cell(si, wi, trace_stats(trace, spec.params), f"{scenario.id} on {label}: {trace.plan}", snd, n)
+
+
 def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str], None] | None = None,
-                    notes: list[str] | None = None) -> dict[str, Any]:
-    """Metrics of one policy over the suite: overall, on held-out worlds, per scenario and per world."""
-    slots = policy_slots(policy)
-    tuning = policy_tuning(policy)
+                    notes: list[str] | None = None, cells: Sequence[Cell] | None = None) -> dict[str, Any]:
+    """Metrics of one policy over the suite: overall, on held-out worlds, per scenario and per world. With
+    `cells` (every scenario x world, scenario-major, computed elsewhere) only their sums."""
     overall, held = Stats(), Stats()
     by_scenario: dict[str, Stats] = {}
     by_world: dict[str, Stats] = {}
     snd_sum: dict[str, float] = {}
     snd_n: dict[str, int] = {}
     plans: list[str] = []
-    for si, scenario in enumerate(spec.scenarios):
-        for wi, (label, world) in enumerate(spec.worlds):
-            if progress is not None:
-                progress(f"{policy.name} {scenario.id} {label}")
-            try:
-                trace = run_scenario(policy, scenario, world, villages=spec.villages,
-                                     seed=spec.seed + 1009 * si + 7 * wi, slots=slots, max_ticks=spec.max_ticks,
-                                     deterministic=spec.deterministic, probe_rows=spec.probe_rows, tuning=tuning)
-            except ScenarioError as exc:
-                if notes is not None:
-                    notes.append(f"skipped {scenario.id} on {label}: {exc}")
-                continue
-            plans.append(f"{scenario.id} on {label}: {trace.plan}")
-            held_out = is_held_out(label)
-            st = trace_stats(trace, spec.params)
-            overall += st
-            if held_out:
-                held += st
-            by_scenario.setdefault(scenario.id, Stats()).__iadd__(st)
-            by_world.setdefault(label, Stats()).__iadd__(st)
-            snd, n = probe_diversity(policy, trace)
-            if snd is not None:
-                for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held",) if held_out else ())):
-                    snd_sum[key] = snd_sum.get(key, 0.0) + snd * n
-                    snd_n[key] = snd_n.get(key, 0) + n
+    def computed() -> Iterator[Cell]:
+        if cells is not None:
+            yield from cells
+            return
+        for si, scenario in enumerate(spec.scenarios):
+            for wi, (label, _world) in enumerate(spec.worlds):
+                if progress is not None:
+                    progress(f"{policy.name} {scenario.id} {label}")
+                yield evaluate_cell(policy, spec, si, wi)
+
+    for cell in computed():
+        scenario, label = spec.scenarios[cell.si], spec.worlds[cell.wi][0]
+        if cell.stats is None:
+            if notes is not None and cell.skipped:
+                notes.append(cell.skipped)
+            continue
+        plans.append(cell.plan)
+        held_out = is_held_out(label)
+        st = cell.stats
+        overall += st
+        if held_out:
+            held += st
+        by_scenario.setdefault(scenario.id, Stats()).__iadd__(st)
+        by_world.setdefault(label, Stats()).__iadd__(st)
+        snd, n = cell.snd, cell.snd_n
+        if snd is not None:
+            for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held",) if held_out else ())):
+                snd_sum[key] = snd_sum.get(key, 0.0) + snd * n
+                snd_n[key] = snd_n.get(key, 0) + n
 
     def with_snd(result: dict[str, Any], key: str) -> dict[str, Any]:
         result["diversity"] = snd_sum[key] / snd_n[key] if snd_n.get(key) else None

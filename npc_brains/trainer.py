@@ -26,7 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -39,12 +39,23 @@ from npc_brains.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from npc_brains.collect import Batch, Collector, PendingBatch, ProcessCollector, shared_bytes, shm_free_bytes
+from npc_brains.collect import (
+    Batch,
+    Collector,
+    PendingRollout,
+    ProcessCollector,
+    Rollouts,
+    shared_bytes,
+    shm_free_bytes,
+)
 from npc_brains.config import ConfigError, TrainConfig, config_from_dict, update_shape
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
 from npc_brains.networks import Brain, NetSpec
 from npc_brains.stability import StabilityMonitor, Thresholds, cooperation_efficiency
+
+if TYPE_CHECKING:
+    from npc_brains.distributed import RayOptions
 
 PROJECTION_DIM = 16  # random projection used by the k-NN state-entropy estimate
 # the first of a minibatch's two halves also computes the contrastive term (the encoder on 512 more rows): with
@@ -106,11 +117,15 @@ class Result:
 
 class Trainer:
     def __init__(self, cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None,
-                 tensorboard: bool = True):
+                 tensorboard: bool = True, ray: RayOptions | None = None):
         cfg = cfg.resolved()
         if cfg.envs == 0:
             n_agents, episode_len = agents_and_episode_len(cfg)
             cfg = dataclasses.replace(cfg, envs=auto_envs(cfg, n_agents, episode_len))
+        self.ray = ray  # rollout workers as Ray actors (npc_brains.distributed): B = workers x villages each
+        if ray is not None:
+            ray.check()
+            cfg = dataclasses.replace(cfg, envs=ray.workers * ray.villages(cfg.envs))
         self.device = pick_device(cfg.device)
         epochs, minibatches = update_shape(cfg, self.device.type)
         cfg = dataclasses.replace(cfg, epochs=epochs, minibatches=minibatches)
@@ -179,7 +194,7 @@ class Trainer:
         # minibatches cut in two halves that run on two cores (_minibatch_backward)
         self._split_minibatches = (self.device.type == "cpu" and torch.get_num_threads() == 1
                                    and (os.cpu_count() or 1) > 1)
-        self._collecting: Future | PendingBatch | None = None  # the double-buffered collection during learn()
+        self._collecting: Future | PendingRollout | None = None  # the double-buffered collection during learn()
         # rows per no-grad pass over a whole batch (proximal and teacher policies, values): on CPU small enough
         # that a pass's activations (the slot head's are rows x slots x 64) stay in cache; on a GPU one pass
         self._rows_per_pass = ROWS_PER_CPU_PASS if self.device.type == "cpu" else 65536
@@ -192,8 +207,9 @@ class Trainer:
         self.collector = Collector(env, self.brain.actor, dev, env_seed, self.T, cfg.bootstrap_truncated)
         if resume_ckpt is not None and "collector_rng" in resume_ckpt.get("rng", {}):
             self.collector.generator.set_state(resume_ckpt["rng"]["collector_rng"].cpu())
-        # what train() collects with: this Collector, or a ProcessCollector that starts from the same state
-        self._rollouts: Collector | ProcessCollector = self.collector
+        # what train() collects with: this Collector, or a ProcessCollector that starts from the same state,
+        # or Ray workers
+        self._rollouts: Collector | Rollouts = self.collector
 
     # ------------------------------------------------------------------ state
     def _state_dict(self) -> dict[str, Any]:
@@ -786,6 +802,8 @@ class Trainer:
         (starting the process costs a couple of seconds) and /dev/shm has room for its buffers; else "thread"
         (double buffering in this process) or "inline" (no double buffering)."""
         cfg = self.cfg
+        if self.ray is not None:
+            return "ray"
         if cfg.collector == "process" and not (self.device.type == "cpu" and cfg.double_buffer):
             raise ConfigError("collector: 'process' needs --device cpu and double buffering (--double-buffer)")
         if not cfg.double_buffer:
@@ -803,9 +821,15 @@ class Trainer:
             wanted = False
         return "process" if wanted else "thread"
 
-    def _start_rollouts(self) -> Collector | ProcessCollector:
+    def _start_rollouts(self) -> Collector | Rollouts:
         """This run's collector (see _collector_kind)."""
-        if self.collector_kind == "process":
+        if self.collector_kind == "ray":
+            from npc_brains.distributed import RayCollector
+
+            assert self.ray is not None
+            self._rollouts = RayCollector(self.cfg, self.brain.actor, self.device, self._env_seed, self.T,
+                                          self.cfg.bootstrap_truncated, self.ray, self.B // self.ray.workers, self.N)
+        elif self.collector_kind == "process":
             self._rollouts = ProcessCollector(self.cfg, self.env, self.brain.actor, self._env_seed, self.T,
                                               self.cfg.bootstrap_truncated, self.collector.rng_state())
         return self._rollouts
@@ -817,7 +841,7 @@ class Trainer:
         truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
         # first: a forked child copies none of the threads TensorBoard's writer and the progress bar start
         rollouts = self._start_rollouts()
-        in_process = isinstance(rollouts, ProcessCollector)
+        in_process = rollouts is not self.collector  # collected elsewhere: a child process or Ray workers
         try:
             writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
         except BaseException:
@@ -831,7 +855,7 @@ class Trainer:
 
         executor = (ThreadPoolExecutor(1, thread_name_prefix="collector") if cfg.double_buffer and not in_process
                     else None)
-        pending: Future | PendingBatch | None = None  # the next batch, being collected
+        pending: Future | PendingRollout | None = None  # the next batch, being collected
         start = time.perf_counter()
         start_step = self.global_step
         interrupted = False
@@ -878,6 +902,9 @@ class Trainer:
                     row.update(self.end_epoch(writer))
                 try:
                     writer.write(row)
+                    if in_process:
+                        for event in rollouts.events():  # a worker restarted, ...
+                            writer.write({"step": self.global_step, "update": self.update, **event})
                 except OSError as exc:
                     raise WriteFailed(writer.path, exc) from None
                 if self.update % cfg.checkpoint_every == 0 or self.update == self.total_updates:

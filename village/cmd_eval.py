@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write results.json, table.md and PNG plots (rates, reach, diversity, distance)")
     parser.add_argument("--strict", action="store_true", help="exit with status 1 if a threshold fails")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    from village.cmd_train import add_ray_arguments
+
+    add_ray_arguments(parser, "run the sweep's scenario x world x policy cells on Ray actors (the [distributed] "
+                              "extra; docs/distributed.md), with the same results: local starts Ray here, auto "
+                              "joins this node's cluster, HOST:PORT a head's address",
+                      "evaluation actors (default: 2)")
 
 
 def _int_flag(text: str, flag: str, minimum: int) -> int:
@@ -148,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise UserError(f"--out: cannot create {str(out_dir)!r}: {exc.strerror or exc}") from None
 
+    from village.cmd_train import ray_options
+
+    ray = ray_options(args)
     notes: list[str] = []
     main_name, main = _load_main_policy(args.policy, seed)
     policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes)]
@@ -178,7 +187,12 @@ def run(args: argparse.Namespace) -> int:
             calls[0] += 1
             bar.set_description(desc, refresh=False)
 
-        results = evaluate(policies, spec, progress=progress, notes=notes)
+        if ray is None:
+            results = evaluate(policies, spec, progress=progress, notes=notes)
+        else:
+            from npc_brains.distributed import evaluate_parallel
+
+            results = evaluate_parallel(policies, spec, ray, progress=progress, notes=notes)
         bar.update(total - bar.n)
     wall = time.perf_counter() - started
 

@@ -64,6 +64,34 @@ HELP = {
 }
 
 
+def add_ray_arguments(parser: argparse.ArgumentParser, ray_help: str, workers_help: str) -> None:
+    """--ray [ADDRESS] and --workers K (village train and village eval)."""
+    parser.add_argument("--ray", nargs="?", const="local", default=None, metavar="local|auto|ADDRESS",
+                        help=ray_help + " (default without a value: local)")
+    parser.add_argument("--workers", type=int, default=None, metavar="K", help=workers_help)
+
+
+def ray_options(args: argparse.Namespace) -> Any:
+    """RayOptions from --ray/--workers/--envs-per-worker, with Ray connected (None without --ray)."""
+    envs_per_worker = getattr(args, "envs_per_worker", None)
+    if args.ray is None:
+        for flag, value in (("--workers", args.workers), ("--envs-per-worker", envs_per_worker)):
+            if value is not None:
+                raise UserError(f"{flag}: needs --ray (rollout workers run on Ray)")
+        return None
+    from npc_brains.config import ConfigError
+    from npc_brains.distributed import RayOptions, connect
+
+    options = RayOptions(address=args.ray, workers=2 if args.workers is None else args.workers,
+                         envs_per_worker=envs_per_worker)
+    try:
+        options.check()
+        connect(options.address)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    return options
+
+
 def _flag_type(annotation: Any) -> Any:
     text = str(annotation)
     if "bool" in text:
@@ -83,6 +111,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue a run: its checkpoints/last.pt (default) or the given checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="start afresh even if --run-dir holds a run")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_ray_arguments(parser, "collect with rollout-worker actors on Ray (the [distributed] extra; "
+                              "docs/distributed.md): local starts Ray on this machine, auto joins the cluster this "
+                              "node belongs to (`ray start`), HOST:PORT a head's address",
+                      "rollout workers, each a vectorised env and a CPU copy of the policy (default: 2)")
+    parser.add_argument("--envs-per-worker", type=int, default=None, metavar="E",
+                        help="villages (or --env copies) each worker steps (default: the run's --envs shared out "
+                             "among the workers, so a batch keeps its size)")
     main = parser.add_argument_group("run")
     tuning = parser.add_argument_group("hyperparameters and Dr. MAS components (see docs/training.md)")
     main_names = ("world", "env", "algo", "steps", "envs", "device", "seed", "run_dir", "checkpoint_every")
@@ -225,9 +260,10 @@ def _run(args: argparse.Namespace, terminate: _Terminate) -> int:
         _check_run_dir(run_dir)
         if resume is None and args.overwrite:
             (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+        ray = ray_options(args)
         from npc_brains.trainer import Trainer
 
-        trainer = Trainer(cfg, progress=not args.no_progress, resume=resume)
+        trainer = Trainer(cfg, progress=not args.no_progress, resume=resume, ray=ray)
     except (ConfigError, CheckpointError) as exc:
         raise UserError(str(exc)) from None
     c = trainer.cfg
@@ -235,6 +271,7 @@ def _run(args: argparse.Namespace, terminate: _Terminate) -> int:
     print(f"village train: {c.algo} on {where}, {trainer.B} envs x {trainer.N} agents, {trainer.total_updates} "
           f"updates of {trainer.rows_per_update} NPC-steps ({c.epochs} epoch{'s' if c.epochs != 1 else ''} x "
           f"{c.minibatches} minibatches), device {trainer.device}, collector {trainer.collector_kind}"
+          + (f" ({ray.workers} workers x {trainer.B // ray.workers} envs)" if ray is not None else "")
           + (f", resuming at step {trainer.global_step}" if resume else ""), file=sys.stderr)
     from npc_brains.trainer import RunWriteError
 
