@@ -803,6 +803,9 @@ class Trainer:
         (double buffering in this process) or "inline" (no double buffering)."""
         cfg = self.cfg
         if self.ray is not None:
+            if cfg.collector != "auto":
+                raise ConfigError(f"collector: {cfg.collector!r} collects on this machine and --ray on Ray workers; "
+                                  "drop one of them")
             return "ray"
         if cfg.collector == "process" and not (self.device.type == "cpu" and cfg.double_buffer):
             raise ConfigError("collector: 'process' needs --device cpu and double buffering (--double-buffer)")
