@@ -56,7 +56,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts (default: 1,2)")
     parser.add_argument("--envs-per-worker", type=int, default=64, help="villages per worker (default: 64)")
-    parser.add_argument("--updates", type=int, default=10, help="updates per row (default: 10; --collector auto takes a child process from 8)")
+    parser.add_argument("--updates", type=int, default=10,
+                        help="updates per row (default: 10; the in-process row collects in a child process from 8)")
     parser.add_argument("--device", default="auto", help="the learner's device: auto | cpu | cuda (default: auto)")
     parser.add_argument("--world", default="village-v1", help="world id (default: village-v1)")
     parser.add_argument("--ray", default="local", help="local | auto | HOST:PORT (default: local)")
