@@ -238,7 +238,7 @@ OPS: dict[str, OpSpec] = {
             reply=(
                 F("tick", "int", True, "the session's tick after the step"),
                 F("reactions", "list[map]", True,
-                  "per NPC: {npc, action, target, reaction, intensity, cause, dest, bark?}"),
+                  "per NPC: {npc, action, target, reaction, intensity, cause, since, duration, dest, bark?}"),
                 F("events", "list[map]", True, "engine events of this tick: {event, type, actor, target}"),
             ),
             batched=True,

@@ -42,6 +42,7 @@ from bridge.barks import bark
 from bridge.protocol import Limits, ProtocolError, decode_array, describe
 from engine.constants import ACTION_NAMES, REACTION_NAMES, EventType, Reaction, Tuning
 from engine.external import ExternalSim, InjectedHit, InjectedSighting
+from engine.reactions import ReactionRuns
 from engine.sim import Command
 from engine.state import VillageState
 from worlds import TRAIT_NAMES, WorldError, WorldSpec, world_from_dict
@@ -178,6 +179,7 @@ class Session:
         self.pending: list[dict[str, Any]] = []
         self.engine_ids: OrderedDict[int, int] = OrderedDict()
         self.react_cause = np.full(self.N, -1, np.int64)
+        self.runs = ReactionRuns(1, self.N)
         self.replies: OrderedDict[str, bytes] = OrderedDict()
         self.last_used = time.time()
         self.steps = 0
@@ -324,11 +326,11 @@ class Session:
         tick = int(s.tick[0])
         events_out: list[dict[str, Any]] = []
         reported: set[int] = set()
-        started: dict[int, Any] = {}
+        labelled: dict[tuple[int, int], Any] = {}  # (npc, reaction) -> this tick's reaction event
         used: set[tuple[int, int]] = set()
         for ev in sim.log.events:
             if ev.type == EventType.REACTION:
-                started[ev.actor] = ev
+                labelled[(ev.actor, ev.reaction)] = ev
                 continue
             number = self._number_for(ev, applied, used)
             entry = {"event": number, "type": ev.type.name.lower(), "actor": self.name(ev.actor),
@@ -346,16 +348,20 @@ class Session:
                                    "target": self.name(p["target"]), "x": None, "y": None, "external": True})
         sim.log.clear()
         reactions = []
-        labels = sim.reaction[0]
+        # a reaction keeps its label for as long as the behaviour continues; a bark when it starts
+        began = self.runs.update(sim.reaction, s.activity, s.target, s.alive[:, :N], s.tick)[0]
+        since, duration = self.runs.since[0], self.runs.duration(s.tick)[0]
         for i in range(N):
             alive = bool(s.alive[0, i])
-            label = int(labels[i])
-            ev = started.get(i)
+            label = int(self.runs.label[0, i])
             target = int(s.target[0, i])
-            if ev is not None:
-                if label == Reaction.NONE and ev.reaction == Reaction.GLOATING:
-                    label, target = int(Reaction.GLOATING), int(ev.target)
-                self.react_cause[i] = self.engine_ids.get(int(ev.cause), -1) if ev.cause >= 0 else -1
+            first, shown_since, shown_for = bool(began[i]), int(since[i]), int(duration[i])
+            gloat = labelled.get((i, int(Reaction.GLOATING)))
+            if label == Reaction.NONE and gloat is not None:  # gloating is a moment, not a behaviour
+                label, target, first, shown_since, shown_for = int(Reaction.GLOATING), int(gloat.target), True, tick, 1
+            ev = labelled.get((i, label)) if first else None
+            if first:
+                self.react_cause[i] = self.engine_ids.get(int(ev.cause), -1) if ev is not None and ev.cause >= 0 else -1
             elif label == Reaction.NONE:
                 self.react_cause[i] = -1
             entry: dict[str, Any] = {
@@ -367,9 +373,11 @@ class Session:
                 "reaction": REACTION_NAMES[label],
                 "intensity": round(self._intensity(label, i, target, ev), 4),
                 "cause": int(self.react_cause[i]) if self.react_cause[i] >= 0 else None,
+                "since": shown_since if label != Reaction.NONE else None,
+                "duration": shown_for if label != Reaction.NONE else 0,
                 "dest": [round(float(s.dest[0, i, 0]), 3), round(float(s.dest[0, i, 1]), 3)],
             }
-            if ev is not None and label != Reaction.NONE:
+            if first and label != Reaction.NONE:
                 line = bark(REACTION_NAMES[label], self.names[i], self.name(target), session=self.id, tick=tick)
                 if line:
                     entry["bark"] = line
@@ -452,6 +460,7 @@ class Session:
         arrays["sim.reaction"] = sim.reaction
         arrays["sim.prev_reaction"] = sim.prev_reaction
         arrays["session.react_cause"] = self.react_cause
+        arrays.update({f"session.runs.{k}": v for k, v in self.runs.arrays().items()})
         meta = {
             "format": SNAPSHOT_FORMAT, "id": self.id, "create": self.create, "deterministic": self.deterministic,
             "rng": sim.rng.bit_generator.state, "event_seq": self.event_seq, "pending": self.pending,
@@ -474,6 +483,7 @@ class Session:
         sim.reaction = arrays["sim.reaction"].copy()
         sim.prev_reaction = arrays["sim.prev_reaction"].copy()
         self.react_cause = arrays["session.react_cause"].copy()
+        self.runs.load({k: arrays[f"session.runs.{k}"] for k in self.runs.arrays() if f"session.runs.{k}" in arrays})
         sim.rng.bit_generator.state = meta["rng"]
         self.event_seq = int(meta["event_seq"])
         self.pending = list(meta["pending"])
