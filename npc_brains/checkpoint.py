@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +50,11 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     if not p.is_file():
         raise CheckpointError(f"no checkpoint file at {str(p)!r}")
     try:
-        data = torch.load(p, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch's warnings about a file we then accept or refuse in one line
+            warnings.simplefilter("ignore")
+            data = torch.load(p, map_location=map_location, weights_only=True)
     except Exception as exc:  # corrupted zip, truncated file, foreign pickle refused by weights_only, ...
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"{p}: not a readable checkpoint (corrupted or not a torch file: {reason[:120]})"
-                              ) from None
+        raise CheckpointError(f"{p}: not a readable checkpoint: {_load_failure(exc)}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{p}: not a village NPC brain checkpoint (no '{FORMAT}' format tag)")
     if data.get("version") != VERSION:
@@ -61,6 +63,24 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
         if key not in data:
             raise CheckpointError(f"{p}: checkpoint is missing its {key!r} section")
     return data
+
+
+def _load_failure(exc: Exception) -> str:
+    """Why torch.load failed, in a few words: its own messages run to paragraphs of advice (with terminal
+    escapes) that would bury, or be cut in the middle of, the one line a user needs."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()
+    if "Weights only load failed" in text:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        if found:
+            return f"it holds a Python object ({found.group(1)}) that a safe load refuses"
+        return "not a torch checkpoint (its bytes are not a safe pickle of tensors)"
+    if "zip archive" in text or "central directory" in text:
+        return "truncated or damaged (not a whole torch zip archive)"
+    first = text.splitlines()[0].strip() if text else type(exc).__name__
+    first = first.split(". ", 1)[0].rstrip(".")
+    if len(first) > 160:
+        first = first[:first.rfind(" ", 0, 157)] + " ..."
+    return f"corrupted or not a torch file: {first}"
 
 
 def env_description(env: Any) -> dict[str, Any]:
