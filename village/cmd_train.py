@@ -61,6 +61,47 @@ HELP = {
     "policy_delay": "update the actor every N updates (2-3 = delayed policy update)",
     "rollback_on": "comma-separated criteria that make an epoch bad: oscillation,drawdown,conflict,cooperation",
     "coop_every": "epochs between cooperation-efficiency probes (0 = never)",
+    "slots": "others each NPC observes (the K most salient: kin, liked, feared, nearby); targeted actions aim at "
+             "them, so a policy only runs where it was trained with the same number",
+    "max_ticks": "episode length in ticks (a tick is 10 game minutes, so 144 is one day)",
+    "threads": "torch CPU threads (0 = auto: one per busy thread of work when double buffering on CPU)",
+    "lr": "Adam learning rate at the start of the cosine decay",
+    "lr_final_frac": "the learning rate ends at lr times this (cosine decay over the run)",
+    "gamma": "discount factor of returns",
+    "gae_lambda": "GAE lambda: the bias/variance trade-off of the advantage estimate",
+    "clip": "PPO ratio clip range",
+    "value_clip": "clip range of value updates around the old value, in normalised units (only with "
+                  "--value-norm)",
+    "vf_coef": "weight of the critic's loss in the total loss",
+    "ent_coef": "weight of the entropy bonus at the start (keeps exploring)",
+    "ent_final_frac": "the entropy bonus ends at ent_coef times this (cosine decay; 1 = constant)",
+    "max_grad_norm": "gradients are clipped to this global norm",
+    "hidden": "width of the actor's and critic's hidden layers",
+    "intent_dim": "width of the intent encoder's output (the shared representation the contrastive loss shapes)",
+    "contrastive_positive": "positive pair of the contrastive loss: next (the NPC's own next step) or village "
+                            "(a village-mate at the same tick)",
+    "contrastive_temperature": "InfoNCE temperature (lower: sharper separation of positives from negatives)",
+    "contrastive_samples": "anchors per minibatch for the contrastive loss",
+    "teacher_tau": "EMA rate at which the constraint's teacher follows the policy, per update",
+    "constraint_many_agents": "the constraint's weight is raised by this fraction in villages of more than 8 "
+                              "NPCs",
+    "shaping_scale": "state-entropy bonus factor of the reward shaping",
+    "shaping_anneal": "joint steps (one tick of one village) over which the shaping weight falls from 1 to 0",
+    "sync_threshold": "KL(agent || population) above which the sync check pulls an agent back",
+    "sync_boost": "constraint-weight multiplier for agents over the sync threshold",
+    "sync_probe": "probe states on which the sync check computes its KL matrix",
+    "monitor_window": "epochs in the stability monitor's oscillation window",
+    "monitor_warmup": "epochs before the stability monitor judges any",
+    "oscillation_max": "an epoch is bad when std(returns) / |mean(returns)| over the window exceeds this",
+    "cooperation_min": "an epoch is bad when cooperation efficiency falls below this (with cooperation in "
+                       "--rollback-on)",
+    "conflict_min": "an epoch is bad when the gradient-conflict ratio falls below this (with conflict in "
+                    "--rollback-on)",
+    "drawdown_max": "an epoch is bad when the return curve has lost more than this fraction of its progress",
+    "bad_epochs": "bad epochs in a row that trigger a rollback to the last good checkpoint",
+    "rollback_lr": "after a rollback the learning rate is multiplied by this",
+    "rollback_constraint": "after a rollback the constraint's weight is multiplied by this",
+    "rollback_explore": "after a rollback the entropy bonus is multiplied by this (1.1 = 10 percent more exploration)",
 }
 
 

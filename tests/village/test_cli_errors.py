@@ -50,3 +50,19 @@ def test_play_on_an_invisible_video_driver_says_to_use_headless(monkeypatch: pyt
     assert main(["play", "--size", "800x500"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'dummy' video driver" in err and "--headless" in err
+
+
+@pytest.mark.parametrize("name", ["train", "eval", "serve", "play", "demo", "new", "keys"])
+def test_every_option_has_real_help(name: str) -> None:
+    import argparse
+    import importlib
+    import re
+
+    from village.cli import SUBCOMMANDS
+
+    parser = argparse.ArgumentParser(prog=f"village {name}")
+    importlib.import_module(SUBCOMMANDS[name][0]).add_arguments(parser)
+    bare = [a.option_strings[-1] if a.option_strings else a.dest for a in parser._actions
+            if not re.sub(r"\(?default: [^)]*\)?", "", a.help or "").strip(" .")]
+    assert not bare, f"options whose help says only their default: {bare}"
+    parser.format_help()  # a bare % in a help string would raise here
