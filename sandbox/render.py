@@ -34,6 +34,7 @@ FEED_COLORS = {VIOLENCE: (240, 110, 100), REACTION: (250, 210, 90), NEWS: (140, 
                INFO: (190, 190, 200), EDIT: (140, 220, 150)}
 EMOTION_COLORS = {"grief": (80, 140, 240), "anger": (230, 60, 60), "fear": (190, 120, 240), "joy": (250, 210, 60)}
 EMOTION_SHOWN = 0.15  # an emotion icon appears above this intensity
+ICON_BASE = 16  # emotion icon side in pixels at the smallest sprite scale (4 more per scale step)
 CROWDED = 60  # above this many NPCs, names show only when zoomed in (or for the selected one)
 # Day/night colour multipliers by hour (linearly interpolated).
 _TINT_KEYS = ((0.0, (72, 84, 150)), (5.0, (72, 84, 150)), (6.5, (250, 196, 170)), (8.0, (255, 255, 255)),
@@ -95,6 +96,9 @@ class Renderer:
         self.camera = Camera()
         self._background: pygame.Surface | None = None
         self._background_key: tuple | None = None
+        self.place_labels: list[pygame.Rect] = []  # screen rects of the place names on the map background
+        self.label_rects: list[pygame.Rect] = []  # the NPC labels drawn last frame (none overlap)
+        self.legend_rect: pygame.Rect | None = None
         self._tiles: dict[tuple[str, str], pygame.Surface] = {}
         self._sprite_names: list[str] = []
         self._sprite_names_key: tuple | None = None
@@ -235,6 +239,7 @@ class Renderer:
             else:
                 side = max(16, int(max(loc.radius, 1.6) * 2 * cam.scale))
                 surface.blit(self.sprites.scaled(f"loc_{loc.kind}", side), (cx - side // 2, cy - side // 2))
+        self.place_labels = []
         for loc in spec.locations:
             if crowded and cam.scale < 12 and loc.kind in ("home", "field"):
                 continue  # a big village's many houses and fields are named only when zoomed in
@@ -245,6 +250,8 @@ class Renderer:
             pos = (cx - label.get_width() // 2, cy + side // 2 - 2)
             surface.blit(shadow, (pos[0] + 1, pos[1] + 1))
             surface.blit(label, pos)
+            self.place_labels.append(pygame.Rect(pos[0] + r.x, pos[1] + r.y, label.get_width() + 1,
+                                                 label.get_height() + 1))
         pygame.draw.rect(surface, (40, 60, 36), world_rect, 2)
         self._background = surface
         self._background_key = key
@@ -345,7 +352,7 @@ class Renderer:
         show_names = ui.show_names and (N <= CROWDED or self.camera.scale >= 12)
         emotions = np.stack([s.grief[0], s.anger[0].max(-1), s.fear[0].max(-1), s.joy[0]], axis=1)
         kinds = ("grief", "anger", "fear", "joy")
-        icon_side = 8 + 4 * f
+        icon_side = ICON_BASE + 4 * f
         visible = [int(e) for e in self._visible(model)]
         strongest = emotions.argmax(1)
         feeling = emotions.max(1) > EMOTION_SHOWN
@@ -360,19 +367,23 @@ class Renderer:
             if shown:
                 icon = self.sprites.scaled(f"emo_{kinds[k]}", icon_side)
                 screen.blit(icon, (x - icon_side // 2, top - icon_side + 2))
-                # one small bar per emotion beside the icon: all four levels at a glance
+                # one bar per emotion beside the icon: all four levels at a glance (the legend names them)
                 bx = x + icon_side // 2 + 1
+                bar_h = icon_side - 2
                 for c, level in enumerate(levels):
-                    h = int(min(level, 2.0) / 2.0 * 10)
+                    h = int(min(level, 2.0) / 2.0 * bar_h)
                     if h:
-                        screen.fill(EMOTION_COLORS[kinds[c]], (bx + c * 3, top - h + 1, 2, h))
+                        screen.fill(EMOTION_COLORS[kinds[c]], (bx + c * 4, top - h + 1, 3, h))
             if e == ui.selected:  # a marker above the head, visible in any crowd
                 tip_y = top - (icon_side if shown else 0) - 2
                 triangle = [(x - 6, tip_y - 9), (x + 6, tip_y - 9), (x, tip_y)]
                 pygame.draw.polygon(screen, (255, 230, 90), triangle)
                 pygame.draw.polygon(screen, (40, 30, 10), triangle, 1)
-        # labels: the selected first, then reacting NPCs, then the rest
+        legend = self._draw_legend(screen, any(e < N and feeling[e] for e in visible))
+        # labels: the selected first, then reacting NPCs, then the rest; none covers a place name, the legend
+        # or another label
         order = sorted(visible, key=lambda e: (e != ui.selected, not (e < N and sim.reaction[0, e]), e))
+        reserved = list(self.place_labels) + ([legend] if legend is not None else [])
         placed: list[pygame.Rect] = []
         for e in order:
             reaction = int(sim.reaction[0, e]) if e < N else 0
@@ -389,20 +400,42 @@ class Renderer:
             height = parts[0].get_height()
             x, y = int(pos[e, 0]), int(pos[e, 1])
             rect = pygame.Rect(x - width // 2, y + 1, width, height)
-            for dy in (0, height, 2 * height):
-                candidate = rect.move(0, dy)
-                if candidate.collidelist(placed) < 0:
+            for dx, dy in _label_offsets(width, height):
+                candidate = rect.move(dx, dy)
+                if candidate.inflate(4, 0).collidelist(placed) < 0 and candidate.collidelist(reserved) < 0:
                     rect = candidate
                     break
             else:
                 if e != ui.selected:
-                    continue
-            placed.append(rect)
+                    continue  # no free spot near its feet: the hover or a click still names it
+            placed.append(rect.inflate(4, 0))
             screen.fill((18, 18, 22), rect.inflate(4, 0), special_flags=pygame.BLEND_RGB_MULT)
             cx = rect.x
             for part in parts:
                 screen.blit(part, (cx, rect.y))
                 cx += part.get_width() + 4
+
+        self.label_rects = placed
+
+    def _draw_legend(self, screen: pygame.Surface, feeling: bool) -> pygame.Rect | None:
+        """The emotion icons' key, in the map's lower-left corner, while any icon is on screen."""
+        if not feeling:
+            self.legend_rect = None
+            return None
+        side = ICON_BASE + 4
+        names = [self.text(kind, TEXT) for kind in EMOTION_COLORS]
+        width = 8 + sum(side + 3 + n.get_width() + 10 for n in names)
+        box = pygame.Rect(self.map_rect.x + 6, self.map_rect.bottom - side - 12, width, side + 8)
+        screen.fill((18, 18, 22), box)
+        pygame.draw.rect(screen, PANEL_LINE, box, 1)
+        x = box.x + 6
+        for kind, name in zip(EMOTION_COLORS, names, strict=True):
+            screen.blit(self.sprites.scaled(f"emo_{kind}", side), (x, box.y + 4))
+            x += side + 3
+            screen.blit(name, (x, box.centery - name.get_height() // 2))
+            x += name.get_width() + 10
+        self.legend_rect = box
+        return box
 
     # ------------------------------------------------------------------ panels
     def _draw_top_bar(self, screen: pygame.Surface, model: SandboxModel, ui: UIState) -> None:
@@ -540,3 +573,11 @@ class Renderer:
         screen.blit(self.text(f"{prompt.label} (Enter: ok, Esc: cancel)", TITLE, "m"), (box.x + 12, box.y + 10))
         cursor = "_" if (pygame.time.get_ticks() // 500) % 2 == 0 else " "
         screen.blit(self.text(prompt.text + cursor, TEXT, "m"), (box.x + 12, box.y + 44))
+
+
+def _label_offsets(width: int, height: int) -> list[tuple[int, int]]:
+    """Where a name tag may go, nearest first: under the feet, lower lines, then shifted to either side."""
+    out = [(0, 0), (0, height), (0, 2 * height)]
+    for dy in (0, height):
+        out += [(width // 2 + 6, dy), (-(width // 2 + 6), dy)]
+    return out
