@@ -12,7 +12,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-ALGOS = ("ippo", "mappo", "drmas")
+ON_POLICY_ALGOS = ("ippo", "mappo", "drmas")  # the PPO family: npc_brains.trainer
+OFF_POLICY_ALGOS = ("qmix", "maddpg")  # replay learners: npc_brains.offpolicy
+ALGOS = ON_POLICY_ALGOS + OFF_POLICY_ALGOS
 ADV_NORMS = ("none", "global", "agent", "role")
 CONTRASTIVE_POSITIVES = ("next", "village")
 COLLECTORS = ("auto", "thread", "process")
@@ -29,6 +31,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     "drmas": dict(central_critic=True, value_norm=True, adv_norm="agent", film=True, contrastive=0.01,
                   constraint=0.03, shaping=True, sync_check=True, double_buffer=True, rollback=True),
 }
+# the off-policy learners use none of the PPO family's components (their switches are recorded as off)
+PRESETS.update({algo: dict(PRESETS["ippo"], adv_norm="none") for algo in OFF_POLICY_ALGOS})
 COMPONENTS: tuple[str, ...] = tuple(PRESETS["drmas"])
 
 
@@ -132,6 +136,23 @@ class TrainConfig:
     rollback_lr: float = 0.5
     rollback_constraint: float = 1.5
     rollback_explore: float = 1.1
+    # --- off-policy learners (qmix, maddpg): EPyMARL's defaults (docs/training.md "Off-policy learners")
+    replay_episodes: int = 5000  # episode replay capacity (allocated for at most the episodes a run collects)
+    batch_episodes: int = 32  # episodes per gradient step
+    updates_per_episode: float = 1.0  # gradient steps per collected episode (EPyMARL's episode runner: 1)
+    q_lr: float = 5e-4  # Adam learning rate of the off-policy learners
+    q_grad_clip: float = 10.0
+    target_update: int = 200  # QMIX: gradient steps between hard target copies (capped at a twentieth of the run)
+    target_tau: float = 0.01  # MADDPG: soft target update rate per gradient step
+    epsilon_start: float = 1.0
+    epsilon_finish: float = 0.05
+    epsilon_anneal: int = 50_000  # joint steps (ticks of one env), capped at half the run's joint steps
+    mixer_embed: int = 32
+    hypernet_hidden: int = 64
+    double_q: bool = True
+    td_lambda: float = 0.0  # 0 = one-step TD targets; > 0 = TD(lambda) over the episode
+    gumbel_temperature: float = 1.0  # MADDPG's straight-through Gumbel-softmax
+    actor_reg: float = 1e-3  # MADDPG: weight of the actor's squared-logit penalty
 
     def __post_init__(self) -> None:
         validate(self)
@@ -290,12 +311,32 @@ def validate(cfg: TrainConfig) -> None:
            cfg.coop_every)
     _check(isinstance(cfg.monitor_warmup, int) and cfg.monitor_warmup >= 0, "monitor_warmup",
            "an integer >= 0", cfg.monitor_warmup)
+    for name in ("replay_episodes", "batch_episodes", "target_update", "epsilon_anneal", "mixer_embed",
+                 "hypernet_hidden"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1, name, "an integer >= 1",
+               value)
+    for name in ("q_lr", "gumbel_temperature", "updates_per_episode"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0, name,
+               "a number > 0", value)
+    for name in ("target_tau", "epsilon_start", "epsilon_finish", "td_lambda"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1, name,
+               "a number in [0, 1]", value)
+    for name in ("q_grad_clip", "actor_reg"):
+        value = getattr(cfg, name)
+        _check(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0, name,
+               "a number >= 0", value)
     _check(bool(cfg.worlds) or cfg.env is not None, "world", "a world id, file or generated:N", cfg.world)
     _check(cfg.env is None or (":" in cfg.env and all(cfg.env.split(":", 1))), "env", "'module:factory'",
            cfg.env)
 
 
 _FIELD_TYPES = {f.name: f for f in fields(TrainConfig)}
+# float options a TOML file may write as an integer (`q_lr = 1`)
+FLOAT_FIELDS = ("lr", "gamma", "gae_lambda", "clip", "q_lr", "target_tau", "epsilon_start", "epsilon_finish",
+                "td_lambda", "q_grad_clip", "actor_reg", "gumbel_temperature", "updates_per_episode")
 
 
 def config_from_dict(data: dict[str, Any], *, source: str = "config") -> TrainConfig:
@@ -310,7 +351,7 @@ def config_from_dict(data: dict[str, Any], *, source: str = "config") -> TrainCo
                 value = tuple(v.strip() for v in value.split(",") if v.strip())
             elif isinstance(value, list):
                 value = tuple(value)
-        if name in ("lr", "gamma", "gae_lambda", "clip") and isinstance(value, int) and not isinstance(value, bool):
+        if name in FLOAT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         kwargs[name] = value
     return TrainConfig(**kwargs)
@@ -349,5 +390,6 @@ def default_fields() -> dict[str, Any]:
     return {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
 
 
-__all__ = ["ALGOS", "ADV_NORMS", "COMPONENTS", "PRESETS", "ConfigError", "TrainConfig", "config_from_dict",
+__all__ = ["ALGOS", "OFF_POLICY_ALGOS", "ON_POLICY_ALGOS",
+           "ADV_NORMS", "COMPONENTS", "PRESETS", "ConfigError", "TrainConfig", "config_from_dict",
            "load_toml_config", "default_fields"]

@@ -52,16 +52,46 @@ class VillageFlatEnv:
         self.groups_role = np.asarray(v.sim.w.role).reshape(-1).astype(np.int64)
         self.env_id = "village:" + ",".join(worlds)
         self.max_episode_steps = max_ticks
+        # a world with a task (engine.tasks) reports each finished episode's win flag: info["episode_wins"]
+        from engine.tasks import RaidOutcome, task_for_world
+
+        task = task_for_world(worlds[0]) if len(worlds) == 1 else None
+        self.task = task
+        self.outcome = RaidOutcome(task, self.num_envs, self.num_agents, v.sim.w.entity_kind) if task else None
+        self._bonus = np.zeros(self.num_rows, np.float64)  # task reward of each row's episode so far
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict]:
         obs, info = self.vec.reset(seed)
+        self._bonus = np.zeros(self.num_rows, np.float64)
+        if self.outcome is not None:
+            self.outcome = type(self.outcome)(self.task, self.num_envs, self.num_agents,
+                                              self.vec.sim.w.entity_kind)
         self.groups_role = np.asarray(info["role"]).astype(np.int64)
         return obs, info
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        alive_before = self._alive_rows()
         obs, reward, terminated, truncated, info = self.vec.step(actions)
-        info["done_envs"] = self.vec.sim.state.tick == 0  # villages that finished and were reset this step
+        done = self.vec.sim.state.tick == 0  # villages that finished and were reset this step
+        info["done_envs"] = done
+        if self.outcome is not None:
+            state = self.vec.sim.state
+            bonus = self.outcome.update(state.present, state.alive, state.health, ~done)
+            # the task's team reward goes to the villagers alive at the tick's start (the finished villages'
+            # final tick included: their win or their last blows); engine episode returns are topped up with it
+            team = np.repeat(bonus, self.num_agents) * alive_before
+            reward = reward + team
+            self._bonus += team
+            if done.any():
+                finished = np.repeat(done, self.num_agents)
+                info["episode_returns"] = info["episode_returns"] + self._bonus[finished]
+                info["episode_return_mean"] = float(info["episode_returns"].mean())
+                self._bonus[finished] = 0.0
+                info["episode_wins"] = self.outcome.finish(np.flatnonzero(done))
         return obs, reward, terminated, truncated, info
+
+    def _alive_rows(self) -> np.ndarray:
+        return self.vec.sim.state.alive[:, : self.num_agents].reshape(-1).copy()
 
 
 def load_factory(spec: str):
@@ -233,15 +263,45 @@ class ParallelFlatEnv:
         return self._obs.copy(), reward, terminated, truncated, info
 
 
+PROBE_TICKS = 1000  # longest episode probe_episode_len plays
+
+
+def probe_episode_len(env: Any, seed: int, limit: int = PROBE_TICKS) -> int:
+    """Ticks of one episode of a PettingZoo ParallelEnv played with uniformly random valid actions (at most
+    `limit`): the episode length an env without `max_cycles` is planned with. Anything the env raises gives
+    `limit`'s tenth (the trainer reports the env's own error when it builds its copies)."""
+    rng = np.random.default_rng(seed)
+    try:
+        obs, infos = env.reset(seed=seed)
+        for t in range(1, limit + 1):
+            actions = {}
+            for agent in env.agents:
+                n = int(env.action_space(agent).n)
+                m = None
+                o = obs.get(agent) if isinstance(obs, dict) else None
+                if isinstance(o, dict):
+                    m = o.get("action_mask")
+                if m is None and isinstance((infos or {}).get(agent), dict):
+                    m = infos[agent].get("action_mask")
+                valid = np.flatnonzero(np.asarray(m).astype(bool)) if m is not None else np.arange(n)
+                actions[agent] = int(rng.choice(valid)) if len(valid) else 0
+            obs, _, _, _, infos = env.step(actions)
+            if not env.agents:
+                return t
+    except Exception:  # noqa: BLE001 (a third-party env: planning falls back to a guess)
+        return max(1, limit // 10)
+    return limit
+
+
 def agents_and_episode_len(cfg: TrainConfig) -> tuple[int, int]:
     """(agents per copy, typical episode length) without building the full batch."""
     if cfg.env is not None:
         env = load_factory(cfg.env)()
         n = len(getattr(env, "possible_agents", [])) or 1
-        return n, int(getattr(env, "max_cycles", 0) or 100)
+        return n, int(getattr(env, "max_cycles", 0) or probe_episode_len(env, cfg.seed))
     from engine.vec_env import resolve_world
 
-    return len(resolve_world(cfg.worlds[0]).npcs), cfg.max_ticks
+    return len(resolve_world(cfg.worlds[0]).npcs), task_episode(cfg)[1]
 
 
 def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = None
@@ -255,8 +315,27 @@ def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | Non
         return ParallelFlatEnv(cfg.env, n, s)
     from npc_brains.config import engine_tuning
 
-    return VillageFlatEnv(cfg.worlds, n, s, slots=cfg.slots, max_ticks=cfg.max_ticks, scenario=cfg.scenario,
+    scenario, max_ticks = task_episode(cfg)
+    return VillageFlatEnv(cfg.worlds, n, s, slots=cfg.slots, max_ticks=max_ticks, scenario=scenario,
                           trait_noise=cfg.trait_noise, tuning=engine_tuning(cfg.tuning) if cfg.tuning else None)
+
+
+def task_episode(cfg: TrainConfig) -> tuple[str, int]:
+    """(scenario, episode ticks) of a village run: a world with a task (engine.tasks, e.g. raid-defence-v1)
+    brings its own, used where --scenario / --max-ticks are left at their defaults (a value equal to the
+    default counts as left)."""
+    from npc_brains.config import default_fields
+
+    defaults = default_fields()
+    scenario, ticks = cfg.scenario, cfg.max_ticks
+    if len(cfg.worlds) == 1 and cfg.env is None:
+        from engine.tasks import task_for_world
+
+        task = task_for_world(cfg.worlds[0])
+        if task is not None:
+            scenario = task.scenario if scenario == defaults["scenario"] else scenario
+            ticks = task.ticks if ticks == defaults["max_ticks"] else ticks
+    return scenario, ticks
 
 
 def slot_layout(env: Any) -> tuple[int, ...]:

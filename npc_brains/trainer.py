@@ -74,12 +74,16 @@ def pick_device(name: str) -> torch.device:
 
 
 MAX_AUTO_ENVS = 64  # villages in parallel of a long run when --envs is not given
+MIN_AUTO_UPDATES = 32  # ... and few enough that the run makes at least this many updates
 
 
 def auto_envs(cfg: TrainConfig, num_agents: int, episode_len: int) -> int:
-    """Villages in parallel when --envs is not given: enough for each to finish ~4 episodes, at most
-    MAX_AUTO_ENVS."""
-    return int(min(MAX_AUTO_ENVS, max(1, cfg.steps // (4 * num_agents * max(episode_len, 1)))))
+    """Villages in parallel when --envs is not given: enough for each to finish ~4 episodes, few enough for
+    MIN_AUTO_UPDATES updates of --rollout ticks, at most MAX_AUTO_ENVS (docs/training.md "Defaults that adapt
+    to the env")."""
+    by_episodes = cfg.steps // (4 * num_agents * max(episode_len, 1))
+    by_updates = cfg.steps // (MIN_AUTO_UPDATES * num_agents * cfg.rollout)
+    return int(min(MAX_AUTO_ENVS, max(1, min(by_episodes, by_updates))))
 
 
 @dataclass

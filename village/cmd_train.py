@@ -27,7 +27,8 @@ HELP = {
     "slot_head": "entity head: one small MLP scores every (NPC, slot) pair for the targeted actions",
     "slot_hidden": "width of the entity head's per-slot layer (32 trains about an eighth faster on CPU but aims "
                    "revenge worse)",
-    "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone)",
+    "algo": "ippo | mappo | drmas (Dr. MAS components on by default; switch each off alone) | qmix | maddpg "
+            "(off-policy, episode replay; docs/training.md)",
     "steps": "training budget in NPC-steps (rounded up to whole updates)",
     "envs": "villages stepped in parallel (0 = auto: enough for ~4 episodes each, at most 64)",
     "device": "auto | cpu | cuda | cuda:N",
@@ -102,6 +103,24 @@ HELP = {
     "rollback_lr": "after a rollback the learning rate is multiplied by this",
     "rollback_constraint": "after a rollback the constraint's weight is multiplied by this",
     "rollback_explore": "after a rollback the entropy bonus is multiplied by this (1.1 = 10 percent more exploration)",
+    "replay_episodes": "qmix/maddpg: episodes the replay holds (allocated for at most the episodes the run "
+                       "collects)",
+    "batch_episodes": "qmix/maddpg: episodes sampled per gradient step",
+    "updates_per_episode": "qmix/maddpg: gradient steps per collected episode",
+    "q_lr": "qmix/maddpg: Adam learning rate",
+    "q_grad_clip": "qmix/maddpg: gradient-norm clip",
+    "target_update": "qmix: gradient steps between hard copies to the target networks (at most a twentieth of "
+                     "the run's gradient steps)",
+    "target_tau": "maddpg: soft target-network update rate per gradient step",
+    "epsilon_start": "qmix: exploration rate at the start (epsilon-greedy over valid actions)",
+    "epsilon_finish": "qmix: exploration rate after the anneal",
+    "epsilon_anneal": "qmix: joint steps (ticks of one env) of the linear anneal (at most half the run's)",
+    "mixer_embed": "qmix: width of the mixing network",
+    "hypernet_hidden": "qmix: hidden width of the hypernetworks on the global state",
+    "double_q": "qmix: the online network picks the next action, the target network values it",
+    "td_lambda": "qmix: 0 = one-step TD targets, > 0 = TD(lambda) over the episode",
+    "gumbel_temperature": "maddpg: temperature of the straight-through Gumbel-softmax",
+    "actor_reg": "maddpg: weight of the actor's squared-logit penalty",
 }
 
 
@@ -302,18 +321,22 @@ def _run(args: argparse.Namespace, terminate: _Terminate) -> int:
         if resume is None and args.overwrite:
             (run_dir / "metrics.jsonl").unlink(missing_ok=True)
         ray = ray_options(args)
-        from npc_brains.trainer import Trainer
+        from npc_brains.algorithms import make_trainer
 
-        trainer = Trainer(cfg, progress=not args.no_progress, resume=resume, ray=ray)
+        trainer = make_trainer(cfg, progress=not args.no_progress, resume=resume, ray=ray)
     except (ConfigError, CheckpointError) as exc:
         raise UserError(str(exc)) from None
     c = trainer.cfg
     where = c.env if c.env else c.world
-    print(f"village train: {c.algo} on {where}, {trainer.B} envs x {trainer.N} agents, {trainer.total_updates} "
-          f"updates of {trainer.rows_per_update} NPC-steps ({c.epochs} epoch{'s' if c.epochs != 1 else ''} x "
-          f"{c.minibatches} minibatches), device {trainer.device}, collector {trainer.collector_kind}"
-          + (f" ({ray.workers} workers x {trainer.B // ray.workers} envs)" if ray is not None else "")
-          + (f", resuming at step {trainer.global_step}" if resume else ""), file=sys.stderr)
+    if hasattr(trainer, "summary"):  # an off-policy learner describes its own schedule
+        head = trainer.summary()
+    else:
+        head = (f"{c.algo} on {where}, {trainer.B} envs x {trainer.N} agents, {trainer.total_updates} updates of "
+                f"{trainer.rows_per_update} NPC-steps ({c.epochs} epoch{'s' if c.epochs != 1 else ''} x "
+                f"{c.minibatches} minibatches), device {trainer.device}, collector {trainer.collector_kind}"
+                + (f" ({ray.workers} workers x {trainer.B // ray.workers} envs)" if ray is not None else ""))
+    print(f"village train: {head}" + (f", resuming at step {trainer.global_step}" if resume else ""),
+          file=sys.stderr)
     from npc_brains.trainer import RunWriteError
 
     start = time.perf_counter()
