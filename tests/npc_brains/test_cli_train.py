@@ -81,7 +81,7 @@ def test_toml_config_and_flag_precedence(tmp_path, village):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--algo", "qmix"], "algo: expected one of ippo, mappo, drmas"),
+    (["--algo", "vdn"], "algo: expected one of ippo, mappo, drmas, qmix, maddpg"),
     (["--adv-norm", "village"], "adv_norm: expected one of"),
     (["--world", "no-such-world"], "no-such-world"),
     (["--env", "tests.npc_brains.tiny_env:make_box_env"], "only Discrete actions"),
