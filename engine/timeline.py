@@ -352,12 +352,29 @@ def summary_lines(tl: Timeline, summary: dict[str, Any] | None = None) -> list[s
     return lines
 
 
+_REACTION_PREPOSITION = {Reaction.MOURNING: "for", Reaction.REVENGE: "on", Reaction.FEAR: "of",
+                         Reaction.CONSOLING: "", Reaction.ALARM: "about", Reaction.GLOATING: "over",
+                         Reaction.DEFENSE: "against", Reaction.AGGRESSION: "against"}
+
+
 def _chain_step(tl: Timeline, event_id: int) -> str:
     e = tl.event(event_id)
     if e is None:
         return f"#{event_id}"
-    what = Reaction(e.reaction).name.lower() if e.type == EventType.REACTION else e.type.name.lower()
-    return f"{tl.name(e.actor)} {what} #{e.id}"
+    # each step says who did what to whom: "player death #1" read as the player's own death
+    actor, target = tl.name(e.actor), tl.name(e.target)
+    if e.type == EventType.DEATH:
+        what = f"{actor} killed {target}" if e.actor >= 0 else f"{target} died"
+    elif e.type == EventType.ATTACK:
+        what = f"{actor} attacked {target}"
+    elif e.type == EventType.REACTION:
+        label = Reaction(e.reaction).name.lower()
+        towards = _REACTION_PREPOSITION.get(Reaction(e.reaction), "towards")
+        whom = " ".join(w for w in (towards, target) if w)
+        what = f"{actor} {label}" + (f" {whom}" if e.target >= 0 and e.target != e.actor else "")
+    else:
+        what = f"{actor} {e.type.name.lower()}" + (f" {target}" if e.target >= 0 else "")
+    return f"{what} #{e.id}"
 
 
 # ---------------------------------------------------------------------------------------------- JSON

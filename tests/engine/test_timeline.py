@@ -96,7 +96,8 @@ def test_summary_counts(story: Timeline) -> None:
     assert s["chain"] == [1, 4, 5] and s["chain_length"] == 3  # death -> revenge blow -> fear of the avenger
     text = "\n".join(summary_lines(story, s))
     assert "3 of 3 villagers knew by the end" in text
-    assert "longest cause chain: 3 event(s): player death #1 -> Bren attack #4 -> Cai fear #5" in text
+    assert ("longest cause chain: 3 event(s): player killed Alda #1 -> Bren attacked player #4 -> Cai fear of "
+            "Bren #5") in text
 
 
 def test_found_body_and_unseen_death() -> None:
