@@ -255,3 +255,30 @@ def test_sessions_run_the_minds_under_the_serving_policys_tuning(tmp_path, world
     assert plain.sim.t.mourn_ticks == 6 and not plain.sim.t.mourn_relief_linear
     assert tuned.sim.t.mourn_ticks == 4 and tuned.sim.t.mourn_relief_linear
     assert tuned.sim.t.blow_damage == 0.0 == plain.sim.t.blow_damage  # bodies are the game's business
+
+
+def test_the_server_starts_past_a_corrupt_snapshot_and_serves_the_good_one(tmp_path, world_text, caplog):
+    from bridge_helpers import make_server
+
+    from bridge.client import BridgeClient
+
+    first = make_server(state_dir=tmp_path)
+    first.run_in_thread()
+    try:
+        with BridgeClient(first.endpoint, timeout=5.0) as c:
+            sid = c.session_create(world=world_text, seed=3)["session"]
+            c.session_step(sid)
+    finally:
+        first.stop()
+    (tmp_path / "sessions" / "cccc000000000000.npz").write_bytes(b"")
+    second = make_server(state_dir=tmp_path)
+    with caplog.at_level("WARNING"):
+        second.run_in_thread()
+    try:
+        with BridgeClient(second.endpoint, timeout=5.0) as c:
+            assert c.session_state(sid, npc="Alda")["tick"] == 1
+    finally:
+        second.stop()
+    problems = [r.problem for r in caplog.records if getattr(r, "problem", None)]
+    assert any("cccc000000000000.npz" in p and "quarantine" in p for p in problems), problems
+    assert (tmp_path / "sessions" / "quarantine" / "cccc000000000000.npz").exists()
