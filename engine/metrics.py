@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.constants import CLOSE_AFFINITY, N_KINDS, Action, EventType, Reaction, Trait
+from engine.constants import CLOSE_AFFINITY, N_KINDS, Action, EntityKind, EventType, Reaction, Trait
 from engine.constants import close_relations as is_close
 
 SEEN = -1  # learned_from: saw it or found the body
@@ -40,6 +40,8 @@ class MetricParams:
     fear_own_share: float = 0.5  # share of the distance to gain that the witness's own movement must account for
     news_horizon: int = 48  # steps of the reach curve
     curve_ticks: int = 24  # steps of the distance-from-culprit curves
+    news_reach_at: int = 48  # news_reach_48: the reach curve at this many steps after the death
+    player_day: int = 144  # player_reactions: steps after a killing by the player (a day)
     eps: float = 1e-5
 
 
@@ -344,6 +346,14 @@ class Stats:
             "chain_length": self.mean("chain_length"),
             "chain_length_max": max(samples["chain_length"]) if samples.get("chain_length") else None,
             "chain_events": self.mean("chain_events"),
+            "chain_branching": self.ratio("chain_children", "chain_inner"),
+            "chain_deep_share": self.ratio("chain_deep", "chain_roots"),
+            "chain_deaths": self.mean("chain_deaths"),
+            "news_reach_48": self.mean("news_reach_48"),
+            "hearsay_accuracy": self.ratio("hearsay_right", "hearsay_believers"),
+            "hearsay_culprit_share": self.ratio("hearsay_believers", "hearsay_told"),
+            "hearsay_culprit_delay": self.mean("hearsay_delay"),
+            "player_reactions": self.ratio("player_reaction_kinds", "player_witnessed"),
             "action_entropy": self.mean("action_entropy"),
             "diversity_empirical": self.mean("diversity_empirical"),
             "counts": {k: int(v) for k, v in sorted(self.n.items())},
@@ -564,6 +574,9 @@ def news_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
         observed = curve[~np.isnan(curve)]
         if len(observed):
             st.samples["news_reach"].append(float(observed[-1]))
+        if d.step + p.news_reach_at <= last:
+            at = (learned >= 0) & (learned <= d.step + p.news_reach_at)
+            st.samples["news_reach_48"].append(float(at[pop].mean()))
         source = trace.learned_from[b, :, v]
         told = np.flatnonzero((source >= 0) & pop)
         firsthand = np.flatnonzero(source == SEEN)
@@ -657,11 +670,12 @@ def consistency_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Dea
         st.check("dead_do_nothing", not (acts or tells or shows))
 
 
-def chain_stats(trace: Trace, st: Stats, deaths: list[Death]) -> None:
+def chain_stats(trace: Trace, st: Stats, deaths: list[Death]) -> dict[tuple[int, int], dict[int, int]]:
     """Causal chains from each trigger death along the log's cause links (a death by an NPC's blow is linked
-    to that blow); depth 1 = a direct reaction."""
+    to that blow); depth 1 = a direct reaction. Returns {(village, trigger death event id): {event id: depth}}."""
     ev, N = trace.events, trace.N
     by_village: dict[int, np.ndarray] = {}
+    trees: dict[tuple[int, int], dict[int, int]] = {}
     for d in deaths:
         b = d.village
         if b not in by_village:
@@ -689,6 +703,58 @@ def chain_stats(trace: Trace, st: Stats, deaths: list[Death]) -> None:
         below = [v for k, v in depth.items() if k != d.event]
         st.samples["chain_length"].append(float(max(below, default=0)))
         st.samples["chain_events"].append(float(len(below)))
+        # branching: children per inner node of the tree (events below the root / events with a child)
+        inner = {parent[e] for e in depth if e != d.event and e in parent}
+        st.n["chain_children"] += len(below)
+        st.n["chain_inner"] += len(inner)
+        st.n["chain_roots"] += 1
+        st.n["chain_deep"] += int(max(below, default=0) >= 2)
+        tree_rows = rows[np.isin(ids, np.fromiter(depth, np.int64, len(depth)))]
+        st.samples["chain_deaths"].append(float(((ev["type"][tree_rows] == EventType.DEATH)
+                                                 & (ev["id"][tree_rows] != d.event)).sum()))
+        trees[(b, d.event)] = depth
+    return trees
+
+
+def hearsay_stats(trace: Trace, st: Stats, deaths: list[Death]) -> None:
+    """Who learned the culprit without witnessing the killing, and whether the rumour named the right one."""
+    for d in deaths:
+        b, v, k = d.village, d.victim, d.killer
+        learned, source = trace.learned_tick[b, :, v], trace.learned_from[b, :, v]
+        witness = (source == SEEN) & (learned == d.step)
+        told = trace.alive[d.step + 1, b, : trace.N] & ~witness & (learned >= 0)
+        told[v] = False
+        if 0 <= k < trace.N:
+            told[k] = False
+        culprit = trace.known_culprit[b, :, v]
+        believers = told & (culprit >= 0)
+        st.n["hearsay_told"] += int(told.sum())
+        st.n["hearsay_believers"] += int(believers.sum())
+        st.n["hearsay_right"] += int((believers & (culprit == k)).sum())
+        for i in np.flatnonzero(believers):
+            when = int(trace.culprit_tick[b, i, v])
+            if when >= 0:
+                st.samples["hearsay_delay"].append(float(max(0, when - int(learned[i]))))
+
+
+def player_reaction_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death],
+                          trees: dict[tuple[int, int], dict[int, int]]) -> None:
+    """Distinct reaction labels each NPC shows about a killing by the player, in the day after it."""
+    ev, N = trace.events, trace.N
+    reactions = ev["type"] == EventType.REACTION
+    for d in deaths:
+        b, v, k = d.village, d.victim, d.killer
+        if not (0 <= k < trace.E) or trace.entity_kind[k] != EntityKind.PLAYER:
+            continue
+        in_tree = np.fromiter(trees.get((b, d.event), {}), np.int64)
+        sel = (reactions & (ev["village"] == b) & (ev["tick"] >= d.step) & (ev["tick"] < d.step + p.player_day)
+               & ((ev["target"] == k) | np.isin(ev["id"], in_tree)))
+        alive = trace.alive[d.step + 1, b, :N].copy()
+        alive[v] = False
+        st.n["player_witnessed"] += int(alive.sum())
+        kinds = {(int(a), int(r)) for a, r in zip(ev["actor"][sel], ev["reaction"][sel], strict=True)
+                 if 0 <= a < N and alive[a] and r != Reaction.NONE}
+        st.n["player_reaction_kinds"] += len(kinds)
 
 
 def action_stats(trace: Trace, st: Stats) -> None:
@@ -733,7 +799,9 @@ def trace_stats(trace: Trace, params: MetricParams | None = None) -> Stats:
     fear_stats(trace, p, st, deaths)
     news_stats(trace, p, st, deaths)
     consistency_stats(trace, p, st, deaths, acted, kind, target)
-    chain_stats(trace, st, deaths)
+    trees = chain_stats(trace, st, deaths)
+    hearsay_stats(trace, st, deaths)
+    player_reaction_stats(trace, p, st, deaths, trees)
     action_stats(trace, st)
     return st
 

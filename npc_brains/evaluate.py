@@ -32,7 +32,16 @@ MAPPO_POLICY = Path(__file__).resolve().parent.parent / "assets" / "policies" / 
 SCALARS: tuple[str, ...] = (
     "mourning_rate", "mourning_latency", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency",
     "diversity", "diversity_empirical", "action_entropy", "news_reach", "news_hops", "news_graph_distance",
-    "chain_length", "chain_length_max",
+    "chain_length", "chain_length_max", "chain_branching", "chain_deep_share", "chain_deaths", "news_reach_48",
+    "hearsay_accuracy", "hearsay_culprit_share", "hearsay_culprit_delay", "player_reactions",
+)
+# the held-out size sweep (`village eval --sweep`): two held-out generated worlds per size
+SWEEP_SIZES: tuple[int, ...] = (12, 24, 48, 96)
+SWEEP_WORLDS: tuple[str, ...] = tuple(f"generated:{n}:{seed}" for n in SWEEP_SIZES for seed in (10_000, 10_001))
+# the per-size table printed by `village eval` when the run has held-out worlds
+SIZE_COLUMNS: tuple[str, ...] = (
+    "mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "news_reach_48", "hearsay_accuracy",
+    "chain_length", "chain_branching", "player_reactions", "diversity",
 )
 # the table printed by `village eval` (results.json and table.md have them all)
 TABLE_COLUMNS: tuple[str, ...] = (
@@ -45,6 +54,11 @@ THRESHOLDS: dict[str, float] = {
     "mourning_rate": 0.6, "revenge_rate": 0.4, "revenge_accuracy": 0.9, "fear_rate": 0.6, "consistency": 0.95,
 }
 RANDOM_INIT_MAX_SHARE = 1 / 3
+# the second round's targets, checked per held-out size (reported; --strict keeps THRESHOLDS)
+TARGETS: dict[str, float] = {"mourning_rate": 0.70, "revenge_rate": 0.60, "revenge_accuracy": 0.95,
+                             "fear_rate": 0.75, "news_reach_48": 0.5}
+TARGET_RANDOM_INIT_SHARE = 1 / 4
+TARGET_DIVERSITY_RATIO = 3.0
 
 
 @dataclass
@@ -162,6 +176,7 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
     overall, held = Stats(), Stats()
     by_scenario: dict[str, Stats] = {}
     by_world: dict[str, Stats] = {}
+    by_size: dict[int, Stats] = {}
     snd_sum: dict[str, float] = {}
     snd_n: dict[str, int] = {}
     plans: list[str] = []
@@ -189,9 +204,12 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
             held += st
         by_scenario.setdefault(scenario.id, Stats()).__iadd__(st)
         by_world.setdefault(label, Stats()).__iadd__(st)
+        size = len(spec.worlds[cell.wi][1].npcs)
+        if held_out:
+            by_size.setdefault(size, Stats()).__iadd__(st)
         snd, n = cell.snd, cell.snd_n
         if snd is not None:
-            for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held",) if held_out else ())):
+            for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held", f"n:{size}") if held_out else ())):
                 snd_sum[key] = snd_sum.get(key, 0.0) + snd * n
                 snd_n[key] = snd_n.get(key, 0) + n
 
@@ -203,6 +221,10 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
     result["held_out"] = scalar_view(with_snd(held.result(), "held")) if held.n.get("villages") else None
     result["by_scenario"] = {k: scalar_view(with_snd(v.result(), f"s:{k}")) for k, v in by_scenario.items()}
     result["by_world"] = {k: scalar_view(with_snd(v.result(), f"w:{k}")) for k, v in by_world.items()}
+    result["held_out_by_size"] = {str(k): scalar_view(with_snd(v.result(), f"n:{k}"))
+                                  for k, v in sorted(by_size.items())}
+    for k, v in by_size.items():
+        result["held_out_by_size"][str(k)]["curves"] = {"news_reach": v.curve("news_reach")}
     result["plans"] = plans
     return result
 
@@ -213,7 +235,26 @@ def evaluate(policies: Sequence[tuple[str, Policy]], spec: EvalSpec, *,
     out = {}
     for name, policy in policies:
         out[name] = evaluate_policy(policy, spec, progress=progress, notes=notes)
+    add_diversity_ratio(out)
     return out
+
+
+def add_diversity_ratio(results: dict[str, Any]) -> None:
+    """`diversity_ratio`: each policy's SND over the scripted rules' on the same runs (overall, held-out, per
+    held-out size); None without the scripted comparison."""
+    ref = results.get("scripted")
+
+    def ratio(mine: Any, theirs: Any) -> float | None:
+        if not mine or not theirs or mine.get("diversity") is None or not theirs.get("diversity"):
+            return None
+        return float(mine["diversity"] / theirs["diversity"])
+
+    for r in results.values():
+        r["diversity_ratio"] = ratio(r, ref)
+        if r.get("held_out") is not None:
+            r["held_out"]["diversity_ratio"] = ratio(r["held_out"], (ref or {}).get("held_out"))
+        for size, v in r.get("held_out_by_size", {}).items():
+            v["diversity_ratio"] = ratio(v, (ref or {}).get("held_out_by_size", {}).get(size))
 
 
 # ------------------------------------------------------------------ thresholds and reporting
@@ -264,6 +305,67 @@ def threshold_checks(results: dict[str, Any], main: str) -> tuple[list[Check], s
     return checks, scope
 
 
+def target_checks(results: dict[str, Any], main: str) -> dict[str, list[Check]]:
+    """The second round's targets (docs/emergence.md) for `main`, per held-out size: {size: checks}."""
+    sizes = results.get(main, {}).get("held_out_by_size", {})
+    out: dict[str, list[Check]] = {}
+    for size, m in sizes.items():
+        def other(name: str, size: str = size) -> dict[str, Any] | None:
+            return results.get(name, {}).get("held_out_by_size", {}).get(size)
+
+        ri = other("random_init")
+        checks = []
+        for metric, limit in TARGETS.items():
+            v = m.get(metric)
+            checks.append(Check(metric, v, f">= {limit}", None if v is None else bool(v >= limit)))
+        for metric in RATES:
+            v, ref = (ri or {}).get(metric), m.get(metric)
+            ok = None if v is None or ref is None else bool(v <= ref * TARGET_RANDOM_INIT_SHARE + 1e-12)
+            checks.append(Check(f"random_init {metric}", v, f"<= 1/4 of {main} "
+                                f"({_fmt(None if ref is None else ref * TARGET_RANDOM_INIT_SHARE)})", ok))
+        for metric, name in (("news_reach_48", "random_init"), ("chain_length", "random_init"),
+                             ("chain_length", "scripted")):
+            v, ref = m.get(metric), (other(name) or {}).get(metric)
+            checks.append(Check(f"{metric} > {name}", v, f"> {_fmt(ref, _digits(metric))}",
+                                None if v is None or ref is None else bool(v > ref)))
+        v = m.get("diversity_ratio")
+        checks.append(Check("diversity_ratio", v, f">= {TARGET_DIVERSITY_RATIO:g} (SND / scripted SND)",
+                            None if v is None else bool(v >= TARGET_DIVERSITY_RATIO)))
+        out[size] = checks
+    return out
+
+
+def size_table(results: dict[str, Any], columns: Sequence[str] = SIZE_COLUMNS) -> str:
+    """One row per (held-out size, policy)."""
+    lines = ["Held-out worlds by size:", "", "| NPCs | policy | " + " | ".join(columns) + " |",
+             "|---:|---|" + "---:|" * len(columns)]
+    sizes = sorted({int(k) for r in results.values() for k in r.get("held_out_by_size", {})})
+    for n in sizes:
+        for name, r in results.items():
+            m = r.get("held_out_by_size", {}).get(str(n))
+            if m is None:
+                continue
+            lines.append(f"| {n} | {name} | " + " | ".join(_fmt(m.get(c), _digits(c)) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def targets_table(targets: dict[str, list[Check]], main: str) -> str:
+    """The targets per size, one column per size."""
+    sizes = sorted(targets, key=int)
+    if not sizes:
+        return ""
+    lines = [f"Targets for {main} (held-out worlds by size; reported, not part of --strict):", "",
+             "| check | " + " | ".join(f"{n} NPCs" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for k, check in enumerate(targets[sizes[0]]):
+        cells = []
+        for n in sizes:
+            c = targets[n][k]
+            verdict = "n/a" if c.passed is None else ("PASS" if c.passed else "FAIL")
+            cells.append(f"{_fmt(c.value)} {c.target} {verdict}")
+        lines.append(f"| {check.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _digits(column: str) -> int:
     """Rates and shares with 3 decimals; tick counts, hops and lengths with 2."""
     return 2 if any(w in column for w in ("latency", "chain", "hops", "graph_distance")) else 3
@@ -299,8 +401,10 @@ def scenario_table(results: dict[str, Any], metric: str) -> str:
 
 def json_line(results: dict[str, Any]) -> dict[str, Any]:
     """What `village eval --json` prints on its last line: scalars, held-out scalars and per-scenario rates."""
-    return {name: {**scalar_view(r), "held_out": r.get("held_out"), "by_scenario": r.get("by_scenario"),
-                   "counts": r.get("counts")}
+    return {name: {**scalar_view(r), "diversity_ratio": r.get("diversity_ratio"), "held_out": r.get("held_out"),
+                   "held_out_by_size": {k: {c: x for c, x in v.items() if c != "curves"}
+                                        for k, v in r.get("held_out_by_size", {}).items()},
+                   "by_scenario": r.get("by_scenario"), "counts": r.get("counts")}
             for name, r in results.items()}
 
 
@@ -348,6 +452,27 @@ def write_plots(results: dict[str, Any], out_dir: Path) -> list[Path]:
     written.append(out_dir / "reach.png")
     fig.savefig(written[-1], dpi=110)
     plt.close(fig)
+    # news reach per held-out size (one panel per size)
+    sizes = sorted({int(k) for r in results.values() for k in r.get("held_out_by_size", {})})
+    if sizes:
+        fig, axes = plt.subplots(1, len(sizes), figsize=(3.2 * len(sizes), 3.4), sharey=True, squeeze=False)
+        for ax, n in zip(axes[0], sizes, strict=True):
+            for name in names:
+                curve = results[name].get("held_out_by_size", {}).get(str(n), {}).get("curves", {}).get(
+                    "news_reach", [])
+                ax.plot(range(len(curve)), [np.nan if v is None else v for v in curve], label=name)
+            ax.axvline(48, color="black", linewidth=0.8, linestyle=":")
+            ax.axhline(0.5, color="black", linewidth=0.8, linestyle="--")
+            ax.set_title(f"{n} NPCs")
+            ax.set_xlabel("ticks since the death")
+            ax.set_ylim(0, 1.05)
+        axes[0][0].set_ylabel("share who know")
+        axes[0][-1].legend(fontsize=7)
+        fig.suptitle("News reach on held-out worlds by size (dashed: target 0.5 at 48 ticks)")
+        fig.tight_layout()
+        written.append(out_dir / "reach_by_size.png")
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
     # diversity
     fig, ax = plt.subplots(figsize=(7, 4))
     x = np.arange(len(names))

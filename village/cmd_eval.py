@@ -30,6 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--worlds", default=None,
                         help="comma-separated world ids, world files or generated:N:SEED (default: village-v1 "
                              "and two held-out generated 12-NPC worlds, seeds 10000 and 10001)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="the held-out size sweep: --worlds becomes two held-out generated worlds of each of "
+                             "12, 24, 48 and 96 NPCs (generator seeds 10000 and 10001); the output adds a table "
+                             "per size and the second round's targets per size (docs/emergence.md)")
     parser.add_argument("--seeds", default=str(DEFAULT_SEEDS),
                         help=f"villages (simulation seeds) per scenario and world (default: {DEFAULT_SEEDS})")
     parser.add_argument("--seed", default="0", help="base simulation seed (default: 0)")
@@ -129,7 +133,7 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
 def run(args: argparse.Namespace) -> int:
     from engine.scenarios import ScenarioError, bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
-    from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS
+    from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS, SWEEP_WORLDS
 
     villages = _int_flag(args.seeds, "--seeds", 1)
     seed = _int_flag(args.seed, "--seed", 0)
@@ -144,7 +148,10 @@ def run(args: argparse.Namespace) -> int:
         scenarios = [load_scenario(s) for s in scenario_ids]
     except ScenarioError as exc:
         raise UserError(f"--scenarios: {exc}") from None
-    world_labels = list(DEFAULT_WORLDS) if args.worlds is None else _items(args.worlds, "--worlds")
+    if args.sweep and args.worlds is not None:
+        raise UserError("--sweep: it sets the worlds itself; expected no --worlds with it")
+    world_labels = list(SWEEP_WORLDS if args.sweep else DEFAULT_WORLDS) if args.worlds is None else _items(
+        args.worlds, "--worlds")
     worlds = [(label, resolve_world(label)) for label in world_labels]
     out_dir = None
     if args.out:
@@ -163,11 +170,15 @@ def run(args: argparse.Namespace) -> int:
 
     from npc_brains.evaluate import (
         EvalSpec,
+        add_diversity_ratio,
         checks_table,
         evaluate,
         json_line,
         markdown_table,
         scenario_table,
+        size_table,
+        target_checks,
+        targets_table,
         threshold_checks,
         write_plots,
     )
@@ -193,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
             from npc_brains.distributed import evaluate_parallel
 
             results = evaluate_parallel(policies, spec, ray, progress=progress, notes=notes)
+            add_diversity_ratio(results)
         bar.update(total - bar.n)
     wall = time.perf_counter() - started
 
@@ -206,11 +218,17 @@ def run(args: argparse.Namespace) -> int:
     print()
     print(checks_table(checks, main_name, scope))
     print()
+    targets = target_checks(results, main_name)
+    if targets:
+        print(size_table(results))
+        print()
+        print(targets_table(targets, main_name))
+        print()
     print(f"wall time: {wall:.1f} s")
     if out_dir is not None:
         plotted = _write_outputs(out_dir, results, checks, scope, main_name, notes, wall, args, world_labels,
                                  [s.id for s in scenarios], villages, markdown_table, checks_table, scenario_table,
-                                 write_plots)
+                                 write_plots, targets)
         print(f"wrote results.json, table.md{' and plots' if plotted else ''} to {out_dir}")
     if args.json:
         print(json.dumps(json_line(results), separators=(",", ":")))
@@ -221,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
 def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], scope: str, main_name: str,
                    notes: list[str], wall: float, args: argparse.Namespace, world_labels: list[str],
                    scenario_ids: list[str], villages: int, markdown_table: Any, checks_table: Any,
-                   scenario_table: Any, write_plots: Any) -> bool:
+                   scenario_table: Any, write_plots: Any, targets: dict[str, list[Any]] | None = None) -> bool:
     """Write results.json, table.md and (with matplotlib) the plots; True if the plots were written."""
     from npc_brains.evaluate import SCALARS
 
@@ -232,10 +250,15 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
         "wall_seconds": round(wall, 2),
         "notes": list(dict.fromkeys(notes)),
         "thresholds": {"scope": scope, "checks": [c.__dict__ for c in checks]},
+        "targets_by_size": {n: [c.__dict__ for c in cs] for n, cs in (targets or {}).items()},
         "results": results,
     }
     parts = [f"# village eval: {main_name}", "", markdown_table(results, SCALARS), "", checks_table(checks, main_name,
                                                                                                     scope)]
+    if targets:
+        from npc_brains.evaluate import size_table, targets_table
+
+        parts += ["", size_table(results), "", targets_table(targets, main_name)]
     for metric in ("mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency"):
         parts += ["", scenario_table(results, metric)]
     if notes:

@@ -353,6 +353,56 @@ def test_a_killing_by_an_npc_is_linked_to_its_blow() -> None:
     assert result(b)["chain_length"] == pytest.approx(3.0)
 
 
+def test_chain_branching_depth_share_and_deaths() -> None:
+    b = Builder()
+    b.event(7, EventType.REACTION, 1, VICTIM, cause=0, reaction=Reaction.MOURNING)  # root child 1
+    b.event(9, EventType.ATTACK, 2, 3, cause=0)  # root child 2
+    death = b.event(9, EventType.DEATH, 2, 3)  # linked to the blow
+    b.event(10, EventType.REACTION, 1, 3, cause=death, reaction=Reaction.MOURNING)  # the feud goes on
+    b.alive[10:, 0, 3] = False
+    r = result(b)
+    # inner nodes: the root (2 children), the blow (1), the death (1): 4 events below the root / 3 inner
+    assert r["chain_branching"] == pytest.approx(4 / 3)
+    assert r["chain_deep_share"] == pytest.approx(1.0)
+    assert r["chain_deaths"] == pytest.approx(1.0)
+
+
+def test_news_reach_at_48_needs_the_whole_window() -> None:
+    b = Builder(ticks=DEATH_STEP + 50)
+    b.learns(1, DEATH_STEP)
+    b.learns(2, DEATH_STEP + 48, sender=1)  # just in time
+    b.learns(3, DEATH_STEP + 49, sender=2)  # too late
+    assert result(b)["news_reach_48"] == pytest.approx(2 / 3)
+    short = Builder(ticks=DEATH_STEP + 40)  # the window does not fit: not eligible
+    short.learns(1, DEATH_STEP)
+    assert result(short)["news_reach_48"] is None
+
+
+def test_hearsay_accuracy_counts_non_witnesses_who_believe_a_culprit() -> None:
+    b = Builder()
+    b.learns(1, DEATH_STEP)  # a witness: not hearsay
+    b.learns(2, DEATH_STEP + 2, sender=1, culprit=False)
+    b.known_culprit[0, 2, VICTIM], b.culprit_tick[0, 2, VICTIM] = PLAYER, DEATH_STEP + 5  # right, 3 steps later
+    b.learns(3, DEATH_STEP + 3, sender=2, culprit=False)
+    b.known_culprit[0, 3, VICTIM], b.culprit_tick[0, 3, VICTIM] = 1, DEATH_STEP + 3  # a wrong rumour
+    r = result(b)
+    assert r["hearsay_culprit_share"] == pytest.approx(1.0)
+    assert r["hearsay_accuracy"] == pytest.approx(0.5)
+    assert r["hearsay_culprit_delay"] == pytest.approx(1.5)
+
+
+def test_player_reactions_counts_distinct_labels_about_the_killing_per_npc() -> None:
+    b = Builder()
+    b.event(7, EventType.REACTION, 1, VICTIM, cause=0, reaction=Reaction.MOURNING)  # in the chain
+    b.event(9, EventType.REACTION, 1, PLAYER, cause=-1, reaction=Reaction.REVENGE)  # targets the killer
+    b.event(12, EventType.REACTION, 1, PLAYER, cause=-1, reaction=Reaction.REVENGE)  # the same label again
+    b.event(10, EventType.REACTION, 2, PLAYER, cause=-1, reaction=Reaction.FEAR)
+    b.event(11, EventType.REACTION, 3, 2, cause=-1, reaction=Reaction.ALARM)  # about something else
+    b.event(DEATH_STEP + 144, EventType.REACTION, 3, PLAYER, reaction=Reaction.FEAR)  # a day later: not counted
+    r = result(b)
+    assert r["player_reactions"] == pytest.approx((2 + 1 + 0) / 3)
+
+
 def test_no_trigger_deaths_gives_empty_rates() -> None:
     b = Builder()
     b.events.clear()

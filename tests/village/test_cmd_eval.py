@@ -55,6 +55,28 @@ def test_scripted_vs_random_prints_a_table_thresholds_and_a_json_last_line(
     assert results["results"]["scripted"]["curves"]["news_reach"]
 
 
+def test_held_out_worlds_are_reported_per_size_with_the_targets(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    code = call(["eval", "--policy", "scripted", "--scenarios", "kill-parent", "--worlds",
+                 "generated:12:10000,generated:16:10000,generated:12:3", "--seeds", "2", "--max-ticks", "90",
+                 "--quiet", "--compare", "random", "--json", "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "Held-out worlds by size:" in captured.out and "Targets for scripted" in captured.out
+    data = last_json(captured.out)
+    for name in ("scripted", "random"):
+        sizes = data[name]["held_out_by_size"]
+        assert set(sizes) == {"12", "16"}  # generated:12:3 is a training world: not held out
+        for metric in ("news_reach_48", "chain_branching", "player_reactions", "hearsay_accuracy"):
+            assert metric in sizes["16"]
+    assert data["scripted"]["diversity_ratio"] == pytest.approx(1.0)  # its own SND over its own
+    assert data["random"]["diversity_ratio"] == pytest.approx(0.0)
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert set(results["targets_by_size"]) == {"12", "16"}
+    assert results["results"]["scripted"]["held_out_by_size"]["12"]["curves"]["news_reach"]
+    assert (tmp_path / "out" / "reach_by_size.png").is_file()
+
+
 def test_a_network_policy_is_compared_with_its_untrained_twin(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     from engine.sim import VillageSim
@@ -104,6 +126,7 @@ def _actor_state(net: dict) -> dict:
     (["--worlds", "generated:x"], "generated:N"),
     (["--worlds", "no-such-world"], "no-such-world"),
     (["--policy", "missing.pt"], "--policy: expected default, scripted, random or an existing policy file"),
+    (["--sweep", "--worlds", "village-v1"], "--sweep: it sets the worlds itself"),
 ])
 def test_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["eval", "--policy", "scripted", "--seeds", "1", "--quiet"]
