@@ -45,7 +45,7 @@ class TrainConfig:
     """Every option of `village train`; the TOML config file uses the same keys."""
 
     # --- what to train on
-    world: str = "village-v1"  # id, file, generated:N[:SEED], or a comma-separated pool of same-size worlds
+    world: str = "village-v1"  # id, file, generated:N[:SEED], or a comma-separated pool of worlds (sizes may differ)
     env: str | None = None  # "module:factory" for any PettingZoo ParallelEnv with discrete actions
     scenario: str = "mixed"  # mixed: 1-3 killings per episode, sometimes a rampage; random_kill; world; none
     slots: int = 4

@@ -39,7 +39,7 @@ class VillageFlatEnv:
         sizes = {(len(s.npcs), len(s.actors)) for s in specs}
         if len(sizes) > 1:
             detail = ", ".join(f"{w}: {len(s.npcs)} NPCs" for w, s in zip(worlds, specs, strict=True))
-            raise ConfigError(f"world: a pool needs worlds of the same size, got {detail}")
+            raise ConfigError(f"world: a pool needs worlds of the same size here, got {detail}")
         self.vec = make_vec_env(specs if len(specs) > 1 else specs[0], num_envs=num_envs, seed=seed, slots=slots,
                                 max_ticks=max_ticks, scenario=scenario, trait_noise=trait_noise, tuning=tuning)
         v = self.vec
@@ -92,6 +92,125 @@ class VillageFlatEnv:
 
     def _alive_rows(self) -> np.ndarray:
         return self.vec.sim.state.alive[:, : self.num_agents].reshape(-1).copy()
+
+
+class MixedSizeFlatEnv:
+    """A pool of village worlds of different sizes as one flat env: one engine vec env per NPC count, each
+    village padded to the largest count with absent rows (alive False, zero observation, only IDLE allowed,
+    reward 0), so that rows stay village-major with a fixed number of agents per village. The global state is
+    padded the same way inside its per-NPC block (actors and time keep their columns). Villages are shared
+    evenly between the sizes; within a size the engine spreads them over that size's worlds."""
+
+    def __init__(self, worlds: list[str], num_envs: int, seed: int | None, *, slots: int = 4, max_ticks: int = 144,
+                 scenario: str = "mixed", trait_noise: float = 0.0, tuning: Any = None):
+        from engine import make_vec_env
+        from engine.observe import ROLE_SLICE, TRAIT_SLICE
+        from engine.vec_env import resolve_world
+
+        specs = [resolve_world(w) for w in worlds]
+        actors = {len(s.actors) for s in specs}
+        if len(actors) > 1:
+            detail = ", ".join(f"{w}: {len(s.actors)} actors" for w, s in zip(worlds, specs, strict=True))
+            raise ConfigError(f"world: a pool of sizes needs the same actors (player, raiders) in every world, "
+                              f"got {detail}")
+        by_size: dict[int, list[Any]] = {}
+        for spec in specs:
+            by_size.setdefault(len(spec.npcs), []).append(spec)
+        self.sizes = sorted(by_size)
+        if num_envs < len(self.sizes):
+            raise ConfigError(f"envs: a pool of {len(self.sizes)} world sizes needs at least {len(self.sizes)} "
+                              f"villages, got {num_envs}")
+        share = [num_envs // len(self.sizes) + (k < num_envs % len(self.sizes)) for k in range(len(self.sizes))]
+        self.vecs = []
+        for k, n in enumerate(self.sizes):
+            group = by_size[n]
+            self.vecs.append(make_vec_env(group if len(group) > 1 else group[0], num_envs=share[k],
+                                          seed=None if seed is None else seed + 7919 * k, slots=slots,
+                                          max_ticks=max_ticks, scenario=scenario, trait_noise=trait_noise,
+                                          tuning=tuning))
+        first = self.vecs[0]
+        self.M = len(specs[0].actors)
+        self.num_agents = self.sizes[-1]
+        self.num_envs = sum(v.num_envs for v in self.vecs)
+        self.num_rows = self.num_envs * self.num_agents
+        self.obs_dim, self.n_actions = first.obs_dim, first.n_actions
+        self.state_dim = self.num_agents * 10 + self.M * 4 + 4
+        self.action_names = list(first.action_names)
+        self.observation_layout = list(first.observation_layout)
+        self.cond_index = tuple(range(TRAIT_SLICE.start, TRAIT_SLICE.stop)) + tuple(
+            range(ROLE_SLICE.start, ROLE_SLICE.stop))
+        # (rows of each vec env inside the padded layout)
+        self._rows = []
+        start = 0
+        for v in self.vecs:
+            village = start + np.arange(v.num_envs)
+            self._rows.append((village[:, None] * self.num_agents + np.arange(v.num_agents)[None, :]).reshape(-1))
+            start += v.num_envs
+        self.real = np.zeros(self.num_rows, bool)
+        for rows in self._rows:
+            self.real[rows] = True
+        self.groups_role = np.zeros(self.num_rows, np.int64)
+        self.env_id = "village:" + ",".join(worlds)
+        self.max_episode_steps = max_ticks
+
+    def _pad_state(self, v: Any, state: np.ndarray) -> np.ndarray:
+        n, N = v.num_agents, self.num_agents
+        out = np.zeros((state.shape[0], self.state_dim), np.float32)
+        out[:, : n * 10] = state[:, : n * 10]
+        out[:, N * 10:] = state[:, n * 10:]
+        return out
+
+    def _merge(self, parts: list[tuple[np.ndarray, dict]]) -> tuple[np.ndarray, dict]:
+        R = self.num_rows
+        obs = np.zeros((R, self.obs_dim), np.float32)
+        mask = np.zeros((R, self.n_actions), bool)
+        mask[:, 0] = True
+        alive = np.zeros(R, bool)
+        role = np.zeros(R, np.int64)
+        states = []
+        for rows, v, (o, info) in zip(self._rows, self.vecs, parts, strict=True):
+            obs[rows] = o
+            mask[rows] = info["action_mask"]
+            alive[rows] = info["alive"]
+            role[rows] = np.asarray(info["role"]).reshape(-1)
+            states.append(self._pad_state(v, np.asarray(info["state"], np.float32)))
+        self.groups_role = role
+        return obs, {"action_mask": mask, "alive": alive, "state": np.concatenate(states), "role": role}
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, dict]:
+        parts = [v.reset(None if seed is None else seed + 7919 * k) for k, v in enumerate(self.vecs)]
+        return self._merge(parts)
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        actions = np.asarray(actions).reshape(-1)
+        R = self.num_rows
+        reward = np.zeros(R, np.float32)
+        terminated = np.zeros(R, bool)
+        truncated = np.zeros(R, bool)
+        parts, done, finals, final_states, returns = [], [], [], [], []
+        for rows, v in zip(self._rows, self.vecs, strict=True):
+            o, r, term, trunc, info = v.step(actions[rows])
+            reward[rows], terminated[rows], truncated[rows] = r, term, trunc
+            parts.append((o, info))
+            done.append(v.sim.state.tick == 0)
+            if "episode_returns" in info:
+                returns.append(np.asarray(info["episode_returns"], np.float64))
+            finals.append(info.get("final_obs", o))
+            final_states.append(self._pad_state(v, np.asarray(info.get("final_state", info["state"]), np.float32)))
+        obs, merged = self._merge(parts)
+        done_envs = np.concatenate(done)
+        # a finished village's padding rows end with it, like its NPCs
+        truncated |= np.repeat(done_envs, self.num_agents) & ~self.real
+        merged["done_envs"] = done_envs
+        if returns:
+            final_obs = np.zeros_like(obs)
+            for rows, fo in zip(self._rows, finals, strict=True):
+                final_obs[rows] = fo
+            merged["final_obs"] = final_obs
+            merged["final_state"] = np.concatenate(final_states)
+            merged["episode_returns"] = np.concatenate(returns)
+            merged["episode_return_mean"] = float(merged["episode_returns"].mean())
+        return obs, reward, terminated, truncated, merged
 
 
 def load_factory(spec: str):
@@ -301,11 +420,11 @@ def agents_and_episode_len(cfg: TrainConfig) -> tuple[int, int]:
         return n, int(getattr(env, "max_cycles", 0) or probe_episode_len(env, cfg.seed))
     from engine.vec_env import resolve_world
 
-    return len(resolve_world(cfg.worlds[0]).npcs), task_episode(cfg)[1]
+    return max(len(resolve_world(w).npcs) for w in cfg.worlds), task_episode(cfg)[1]
 
 
 def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | None = None
-                  ) -> VillageFlatEnv | ParallelFlatEnv:
+                  ) -> VillageFlatEnv | MixedSizeFlatEnv | ParallelFlatEnv:
     """The training environment a config describes (`--env` wins over `--world`)."""
     n = cfg.envs if num_envs is None else num_envs
     if n < 1:
@@ -313,11 +432,15 @@ def make_flat_env(cfg: TrainConfig, num_envs: int | None = None, seed: int | Non
     s = cfg.seed if seed is None else seed
     if cfg.env is not None:
         return ParallelFlatEnv(cfg.env, n, s)
+    from engine.vec_env import resolve_world
     from npc_brains.config import engine_tuning
 
     scenario, max_ticks = task_episode(cfg)
-    return VillageFlatEnv(cfg.worlds, n, s, slots=cfg.slots, max_ticks=max_ticks, scenario=scenario,
-                          trait_noise=cfg.trait_noise, tuning=engine_tuning(cfg.tuning) if cfg.tuning else None)
+    options = dict(slots=cfg.slots, max_ticks=max_ticks, scenario=scenario, trait_noise=cfg.trait_noise,
+                   tuning=engine_tuning(cfg.tuning) if cfg.tuning else None)
+    if len({len(resolve_world(w).npcs) for w in cfg.worlds}) > 1:
+        return MixedSizeFlatEnv(cfg.worlds, n, s, **options)
+    return VillageFlatEnv(cfg.worlds, n, s, **options)
 
 
 def task_episode(cfg: TrainConfig) -> tuple[str, int]:

@@ -19,7 +19,7 @@ from typing import Any
 from village.cli import UserError
 
 HELP = {
-    "world": "world id, TOML file, generated:N[:SEED], or a comma-separated pool of same-size worlds",
+    "world": "world id, TOML file, generated:N[:SEED], or a comma-separated pool of worlds (sizes may differ)",
     "env": "train on a PettingZoo ParallelEnv instead: 'module:factory' (discrete actions)",
     "scenario": "training episodes: mixed (1-3 killings by the player, sometimes a rampage on whoever is "
                 "nearest), random_kill (one killing), world (the world file's events), none",

@@ -119,9 +119,32 @@ def test_the_trainer_records_the_update_shape_it_resolved(tmp_path):
     assert update_shape(stored, "cuda") == (1, 16)
 
 
-def test_world_pool_needs_same_size(tmp_path):
-    with pytest.raises(ConfigError, match="same size"):
-        Trainer(_small(tmp_path, world="village-v1,generated:6:1"))
+def test_a_pool_of_world_sizes_pads_the_smaller_villages_with_absent_rows(tmp_path):
+    from npc_brains.envs import MixedSizeFlatEnv, make_flat_env
+
+    env = make_flat_env(_small(tmp_path, world="village-v1,generated:6:1"), num_envs=3, seed=4)
+    assert isinstance(env, MixedSizeFlatEnv) and env.sizes == [6, 12] and env.num_agents == 12
+    obs, info = env.reset()
+    first = obs.copy()
+    assert obs.shape == (3 * 12, env.obs_dim) and info["state"].shape == (3, env.state_dim)
+    pad = ~env.real
+    assert pad.sum() == 6 * 2  # villages 0 and 1 are the 6-NPC world (two of three villages), padded to 12
+    assert not info["alive"][pad].any() and not obs[pad].any()
+    assert info["action_mask"][pad].sum(1).tolist() == [1] * int(pad.sum())
+    assert info["alive"][env.real].all()
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        mask = info["action_mask"]
+        acts = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
+        obs, reward, term, trunc, info = env.step(acts)
+        assert not reward[pad].any() and not term[pad].any() and not info["alive"][pad].any()
+    again = make_flat_env(_small(tmp_path, world="village-v1,generated:6:1"), num_envs=3, seed=4)
+    assert np.array_equal(again.reset()[0], first)  # same seed, same start
+
+
+def test_a_pool_of_world_sizes_trains(tmp_path):
+    result = Trainer(_small(tmp_path, world="village-v1,generated:6:1", envs=2, steps=200)).train()
+    assert result.updates == 1
 
 
 def test_world_pool_of_same_size_trains(tmp_path):
