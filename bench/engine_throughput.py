@@ -14,6 +14,11 @@ mpe2's simple_spread_v3 parallel env with N=12 agents and random actions, in age
     python bench/engine_throughput.py                # readable table
     python bench/engine_throughput.py --json         # ... and a last line with one JSON object
     python bench/engine_throughput.py --ticks 50 --batches 1,64 --npcs 12
+    python bench/engine_throughput.py --batches 512 --npcs 12 --against /tmp/base --pairs 3 --json
+
+--against OTHER_CHECKOUT runs this checkout's and the other's engine_throughput.py in turn (ABBA order, one
+process each, in its own directory with its own code) and prints each run and the medians: a shared machine's
+speed moves within minutes, so only runs made in the same minutes compare.
 
 Figures depend on the machine and on what else runs on it; compare rows of one run, not runs of
 different days.
@@ -25,6 +30,8 @@ import argparse
 import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -145,6 +152,38 @@ def fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.0f}"
 
 
+def one_checkout_run(checkout: Path, args: argparse.Namespace) -> dict[str, float]:
+    """One run of `checkout`'s bench in its own process: {"B=..,N=..": env NPC-steps/s} (fastest of --repeats)."""
+    command = [sys.executable, "bench/engine_throughput.py", "--json", "--repeats", str(args.repeats),
+               "--ticks", str(args.ticks),
+               "--warmup", str(args.warmup), "--seed", str(args.seed),
+               "--batches", ",".join(map(str, args.batches)), "--npcs", ",".join(map(str, args.npcs))]
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    out = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"engine_throughput: the run in {checkout} failed:\n{out.stderr.strip()[-2000:]}")
+    rows = json.loads(out.stdout.strip().splitlines()[-1])["results"]
+    return {f"B={r['B']},N={r['N']}": r["npc_steps_per_s"] for r in rows}
+
+
+def compare_checkouts(args: argparse.Namespace) -> int:
+    sides = {"this": Path(__file__).resolve().parent.parent, "other": args.against.resolve()}
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "other": []}
+    for i in range(args.pairs):
+        for side in ("this", "other") if i % 2 == 0 else ("other", "this"):
+            runs[side].append(one_checkout_run(sides[side], args))
+            print(f"{side:5s} " + "  ".join(f"{k}: {fmt(v)}" for k, v in runs[side][-1].items()), flush=True)
+    summary = {side: {"checkout": str(sides[side]),
+                      "median_npc_steps_per_s": {k: statistics.median(r[k] for r in rs) for k in rs[0]},
+                      "runs": [{k: round(v) for k, v in r.items()} for r in rs]} for side, rs in runs.items()}
+    for side, row in summary.items():
+        medians = "  ".join(f"{k}: {fmt(v)}" for k, v in row["median_npc_steps_per_s"].items())
+        print(f"{side}: median {medians} NPC-steps/s ({row['checkout']})")
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="engine_throughput",
@@ -163,7 +202,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="runs per configuration; the fastest is reported, as timeit does, because a shared "
                         "machine only ever slows a run down (default 3)")
     parser.add_argument("--json", action="store_true", help="end with one line holding a JSON object")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="compare with another checkout: run both in turn, ABBA order, each run one process "
+                        "(e.g. a `git worktree add /tmp/base <commit>`)")
+    parser.add_argument("--pairs", type=int_at_least(1), default=3,
+                        help="with --against: runs of each checkout (default 3)")
     args = parser.parse_args(argv)
+    if args.against is not None:
+        if not (args.against / "bench" / "engine_throughput.py").is_file():
+            parser.error(f"--against: {args.against} has no bench/engine_throughput.py")
+        return compare_checkouts(args)
 
     worlds = []
     for n in args.npcs:

@@ -48,10 +48,9 @@ class WorldEvents:
     def before_tick(self, v: Village) -> None:
         s = v.state
         for b, spec in enumerate(v.specs):
-            names = v.entity_names[b]
-            for ev in spec.events:
-                if ev.tick != s.tick[b]:
-                    continue
+            due = [ev for ev in spec.events if ev.tick == s.tick[b]]
+            names = list(spec.npc_names) + list(spec.actor_names) if due else []
+            for ev in due:
                 actor = names.index(ev.actor)
                 target = names.index(ev.target) if ev.target else -1
                 if ev.type in ("kill", "attack", "gift") and actor >= v.N:

@@ -217,10 +217,10 @@ class Village:
             raise ValueError(f"command op must be one of {COMMAND_OPS}, got {op!r}")
         if not 0 <= village < self.B:
             raise ValueError(f"village must be in 0..{self.B - 1}, got {village}")
-        names = self.entity_names[village]
-
         def entity(name: int | str, what: str) -> int:
             if isinstance(name, str):
+                spec = self.specs[village]
+                names = list(spec.npc_names) + list(spec.actor_names)
                 if name not in names:
                     raise ValueError(f"unknown {what} {name!r}; expected one of {', '.join(names)}")
                 return names.index(name)
