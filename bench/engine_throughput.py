@@ -16,9 +16,10 @@ mpe2's simple_spread_v3 parallel env with N=12 agents and random actions, in age
     python bench/engine_throughput.py --ticks 50 --batches 1,64 --npcs 12
     python bench/engine_throughput.py --batches 512 --npcs 12 --against /tmp/base --pairs 3 --json
 
---against OTHER_CHECKOUT runs this checkout's and the other's engine_throughput.py in turn (ABBA order, one
-process each, in its own directory with its own code) and prints each run and the medians: a shared machine's
-speed moves within minutes, so only runs made in the same minutes compare.
+--against OTHER_CHECKOUT times this checkout's engine and the other's in turn (ABBA order, one process each,
+with this harness and that checkout's code) and prints each run and the medians: a shared machine's speed
+moves within minutes, so only runs made in the same minutes compare. Each run also reports cpu NPC-steps/s,
+env.step per CPU second of its process, which other load on the machine disturbs less than the wall clock.
 
 Figures depend on the machine and on what else runs on it; compare rows of one run, not runs of
 different days.
@@ -38,8 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-if __package__ in (None, ""):  # run as a script from a checkout: make the packages importable
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a script from a checkout: make its packages (or --code DIR's) importable
+    _code = sys.argv[sys.argv.index("--code") + 1] if "--code" in sys.argv[:-1] else Path(__file__).parent.parent
+    sys.path.insert(0, str(Path(_code).resolve()))
 
 from engine import make_vec_env  # noqa: E402
 from worlds import WorldSpec, generate_world, load_world  # noqa: E402
@@ -77,12 +79,14 @@ def bench_village(spec: WorldSpec, world_name: str, batch: int, ticks: int, warm
     for _ in range(warmup):
         _, _, _, _, info = env.step(draw(info["action_mask"]))
     sim_seconds = 0.0
-    env_seconds = draw_seconds = 0.0
+    env_seconds = draw_seconds = cpu_seconds = 0.0
     for _ in range(ticks):
         t0 = time.perf_counter()
         actions = draw(info["action_mask"])
         t1 = time.perf_counter()
+        c1 = time.process_time()
         _, _, _, _, info = env.step(actions)
+        cpu_seconds += time.process_time() - c1
         t2 = time.perf_counter()
         draw_seconds += t1 - t0
         env_seconds += t2 - t1
@@ -94,6 +98,7 @@ def bench_village(spec: WorldSpec, world_name: str, batch: int, ticks: int, warm
         "ticks": ticks,
         "npc_steps_per_s": steps / env_seconds,
         "sim_npc_steps_per_s": steps / sim_seconds,
+        "cpu_npc_steps_per_s": steps / max(cpu_seconds, 1e-9),  # env.step per CPU second of this process
         "with_sampling_npc_steps_per_s": steps / (env_seconds + draw_seconds),
         "ms_per_tick": 1000.0 * env_seconds / ticks,
     }
@@ -153,17 +158,20 @@ def fmt(x: float | None) -> str:
 
 
 def one_checkout_run(checkout: Path, args: argparse.Namespace) -> dict[str, float]:
-    """One run of `checkout`'s bench in its own process: {"B=..,N=..": env NPC-steps/s} (fastest of --repeats)."""
-    command = [sys.executable, "bench/engine_throughput.py", "--json", "--repeats", str(args.repeats),
+    """One run of `checkout`'s bench in its own process: env NPC-steps/s (wall clock) and cpu NPC-steps/s (per
+    CPU second of the process, which other load on the machine disturbs less) per B and N."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--code", str(checkout), "--json",
+               "--repeats", str(args.repeats),
                "--ticks", str(args.ticks),
                "--warmup", str(args.warmup), "--seed", str(args.seed),
                "--batches", ",".join(map(str, args.batches)), "--npcs", ",".join(map(str, args.npcs))]
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    out = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env)
+    out = subprocess.run(command, cwd=checkout, capture_output=True, text=True, env=env)  # its code, this harness
     if out.returncode != 0:
         raise SystemExit(f"engine_throughput: the run in {checkout} failed:\n{out.stderr.strip()[-2000:]}")
     rows = json.loads(out.stdout.strip().splitlines()[-1])["results"]
-    return {f"B={r['B']},N={r['N']}": r["npc_steps_per_s"] for r in rows}
+    return {f"{key} B={r['B']},N={r['N']}": r[field] for r in rows
+            for key, field in (("env", "npc_steps_per_s"), ("cpu", "cpu_npc_steps_per_s"))}
 
 
 def compare_checkouts(args: argparse.Namespace) -> int:
@@ -205,12 +213,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", type=Path, metavar="CHECKOUT",
                         help="compare with another checkout: run both in turn, ABBA order, each run one process "
                         "(e.g. a `git worktree add /tmp/base <commit>`)")
+    parser.add_argument("--code", type=Path, metavar="DIR",
+                        help="import the engine from checkout DIR instead of this one (what --against uses)")
     parser.add_argument("--pairs", type=int_at_least(1), default=3,
                         help="with --against: runs of each checkout (default 3)")
     args = parser.parse_args(argv)
     if args.against is not None:
-        if not (args.against / "bench" / "engine_throughput.py").is_file():
-            parser.error(f"--against: {args.against} has no bench/engine_throughput.py")
+        if not (args.against / "engine" / "__init__.py").is_file():
+            parser.error(f"--against: {args.against} is not a checkout of this project (no engine/)")
         return compare_checkouts(args)
 
     worlds = []
@@ -221,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--npcs {n}: {exc}")
 
     print(f"engine throughput: {args.ticks} timed ticks after {args.warmup} warm-up ticks, scenario random_kill; "
-          f"{os.cpu_count()} CPUs visible, numpy {np.__version__}, Python {platform.python_version()}")
+          f"{os.cpu_count()} CPUs visible, numpy {np.__version__}, Python {platform.python_version()}; engine from "
+          f"{Path(sys.modules['engine'].__file__).parent.parent}")
     print(f"figures vary with machine load; each row is the fastest of {args.repeats} runs; "
           "compare rows within one run")
     header = f"{'B':>5} {'N':>4}  {'world':<16} {'env NPC-steps/s':>16} {'sim only':>12} {'+draw':>12} {'ms/tick':>9}"
