@@ -21,7 +21,7 @@ from engine.constants import (
     EventType,
     Personality,
 )
-from engine.mind import grudge_cause
+from engine.mind import cope, grudge_cause
 from engine.tick import TickContext
 from engine.village import Village, length
 
@@ -232,6 +232,18 @@ def finish_performing(v: Village, perf: np.ndarray) -> None:
     done_performing = perf & (s.perform_left <= 1)
     s.perform_left = s.perform_left - perf
     s.busy &= ~done_performing
+
+
+def npcs_act(v: Village, ctx: TickContext, mask: np.ndarray, slot_entity: np.ndarray) -> None:
+    """The orders of the actors are applied, then the NPCs start, walk to and perform what they chose, and
+    cope (the relief ledger counts coping and gifts)."""
+    apply_commands(v, ctx)
+    start_activities(v, ctx, mask, slot_entity)
+    move_npcs(v, ctx)
+    performing = perform(v, ctx)
+    cope(v, ctx, performing)
+    finish_performing(v, performing)
+    ctx.count_relief()
 
 
 # ------------------------------------------------------------------ the non-NPC actors

@@ -19,7 +19,7 @@ from engine import body, mind
 from engine.constants import LETHAL_DAMAGE, Tuning
 from engine.events import HOW_WITNESSED
 from engine.observe import Observer
-from engine.tick import Relief, TickContext
+from engine.tick import TickContext
 from engine.village import Village
 from worlds import WorldSpec
 
@@ -85,36 +85,19 @@ class ExternalSim(Village):
             self.injected_talks.clear()
 
     def _tick(self, actions: np.ndarray) -> None:
-        s = self.state
-        ctx = TickContext.begin(actions, s.alive, self.B, self.N, self.E)
-        # with witness lists the senses write to a buffer the lists then decide on; else straight to the state
-        ctx.seen_threat = np.zeros_like(s.knows_threat) if self.injected_sightings else s.knows_threat
-        if self.t.w_relief > 0:
-            ctx.relief = Relief(lambda: mind.emotion_cost(self), (self.B, self.N))
-        body.apply_commands(self, ctx)
-        body.start_activities(self, ctx, self.mask, self.observer.slot_entity)
-        body.move_npcs(self, ctx)
-        performing = body.perform(self, ctx)
-        mind.cope(self, ctx, performing)
-        body.finish_performing(self, performing)
-        ctx.count_relief()
-        self._game_hits(ctx)
+        # with witness lists the senses note threats in a buffer the lists then decide on
+        ctx = mind.begin_tick(self, actions, threat_buffer=bool(self.injected_sightings))
+        body.npcs_act(self, ctx, self.mask, self.observer.slot_entity)
+        self._game_hits(ctx)  # no actor physics: the game moves its actors and reports their blows
         body.resolve_combat(self, ctx)
         mind.feel_attacks(self, ctx)
         mind.note_first_hand(self, ctx, self._listed_only(mind.perceive(self, ctx)))
         self._listed_witnesses(ctx)
         self._listed_sightings(ctx)
         mind.spread_news(self, ctx, *self._conversations(ctx))
-        ctx.skip_relief()
-        mind.appraise(self, ctx)
-        ctx.count_relief()
-        mind.decay_emotions(self, ctx)
+        mind.appraise_and_decay(self, ctx)
         body.needs(self, ctx)
-        self.last_reward = mind.reward(self, ctx)
-        mind.interrupt(self, ctx)
-        s.tick = s.tick + 1
-        self.reaction = mind.label_reactions(self)
-        mind.record_reactions(self)
+        mind.conclude(self, ctx)
         self.obs, self.mask = self.observer.observe()
 
     # ------------------------------------------------------------------ the game's phases

@@ -27,8 +27,19 @@ from engine.constants import (
 from engine.events import HOW_TOLD, HOW_WARNED
 from engine.kernels import perceive as perceive_kernel
 from engine.kernels import spread_knowledge, threat_fear_and_decay
-from engine.tick import TickContext
+from engine.tick import Relief, TickContext
 from engine.village import Village, length
+
+
+def begin_tick(v: Village, actions: np.ndarray, *, threat_buffer: bool = False) -> TickContext:
+    """The context of a new tick; `threat_buffer`: the senses note threats apart from the state (for a game's
+    witness lists to decide on), else straight into it."""
+    s = v.state
+    ctx = TickContext.begin(np.asarray(actions, np.int64).reshape(v.B, v.N), s.alive, v.B, v.N, v.E)
+    ctx.seen_threat = np.zeros_like(s.knows_threat) if threat_buffer else s.knows_threat
+    if v.t.w_relief > 0:
+        ctx.relief = Relief(lambda: emotion_cost(v), (v.B, v.N))
+    return ctx
 
 
 # ------------------------------------------------------------------ knowledge
@@ -230,6 +241,24 @@ def appraise(v: Village, ctx: TickContext) -> None:
         fear = fear / (1 + t.anger_fear_damping * aggression * s.anger[cb, ci, kk])  # anger lowers felt risk
         np.add.at(s.fear, (cb, ci, kk), not_self * fear)
         know_threat(v, ctx, cb[not_self], ci[not_self], kk[not_self])
+
+
+def appraise_and_decay(v: Village, ctx: TickContext) -> None:
+    """The news of the tick is appraised (the relief ledger counts justice, not the news' sting), then the
+    emotions decay."""
+    ctx.skip_relief()
+    appraise(v, ctx)
+    ctx.count_relief()
+    decay_emotions(v, ctx)
+
+
+def conclude(v: Village, ctx: TickContext) -> None:
+    """Rewards, interruptions, the clock, and the reaction labels of the tick."""
+    v.last_reward = reward(v, ctx)
+    interrupt(v, ctx)
+    v.state.tick = v.state.tick + 1
+    v.reaction = label_reactions(v)
+    record_reactions(v)
 
 
 def decay_emotions(v: Village, ctx: TickContext) -> None:

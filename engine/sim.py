@@ -16,7 +16,6 @@ from engine.constants import Tuning
 from engine.curriculum import ScenarioDriver, scenario_driver
 from engine.observe import Observer
 from engine.state import VillageState
-from engine.tick import Relief, TickContext
 from engine.village import COMMAND_OPS, Command, Village, action_tables, flat_action
 from worlds import WorldSpec
 
@@ -107,35 +106,18 @@ class VillageSim(Village):
     # ------------------------------------------------------------------ the tick
     def step(self, actions: np.ndarray) -> None:
         """One tick: the scenario's orders, the body phases, the mind phases, the observation."""
-        ctx = TickContext.begin(np.asarray(actions, np.int64).reshape(self.B, self.N), self.state.alive,
-                                self.B, self.N, self.E)
-        ctx.seen_threat = self.state.knows_threat
-        if self.t.w_relief > 0:
-            ctx.relief = Relief(lambda: mind.emotion_cost(self), (self.B, self.N))
+        ctx = mind.begin_tick(self, actions)
         if self.driver is not None:
             self.driver.before_tick(self)
-        body.apply_commands(self, ctx)
-        body.start_activities(self, ctx, self.mask, self.observer.slot_entity)
-        body.move_npcs(self, ctx)
-        performing = body.perform(self, ctx)
-        mind.cope(self, ctx, performing)
-        body.finish_performing(self, performing)
-        ctx.count_relief()  # coping: mourning, comforting, blows, gifts
+        body.npcs_act(self, ctx, self.mask, self.observer.slot_entity)
         body.move_actors(self, ctx, self.driver)
         body.resolve_combat(self, ctx)
         mind.feel_attacks(self, ctx)
         mind.note_first_hand(self, ctx, mind.perceive(self, ctx))
         mind.spread_news(self, ctx)
-        ctx.skip_relief()  # news brings grief, anger and fear (not counted) and justice (counted)
-        mind.appraise(self, ctx)
-        ctx.count_relief()
-        mind.decay_emotions(self, ctx)
+        mind.appraise_and_decay(self, ctx)
         body.needs(self, ctx)
-        self.last_reward = mind.reward(self, ctx)
-        mind.interrupt(self, ctx)
-        self.state.tick = self.state.tick + 1
-        self.reaction = mind.label_reactions(self)
-        mind.record_reactions(self)
+        mind.conclude(self, ctx)
         self.obs, self.mask = self.observer.observe()
 
 
