@@ -1,10 +1,11 @@
-"""Draw the sandbox's pixel-art sprites in code and write them as PNGs under assets/sprites/.
+"""Draw the sandbox's pixel-art sprites in code and write them as PNGs under sandbox/data/sprites/.
 
     python assets/make_sprites.py            # (re)write every PNG
     python assets/make_sprites.py --check    # exit 1 if a committed PNG differs from the code
 
 The art itself lives in sandbox/pixelart.py (16x16 grids + palettes), so the sandbox can also draw a
-sprite in memory when its PNG is missing. No display is needed: pygame only encodes the PNGs.
+sprite in memory when its PNG is missing. The PNGs are package data of `sandbox` (pyproject.toml): the wheel
+carries them. No display is needed: pygame only encodes the PNGs.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import os
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-SPRITE_DIR = HERE / "sprites"
-sys.path.insert(0, str(HERE.parent))  # run as a script from a checkout
+ROOT = Path(__file__).resolve().parent.parent
+SPRITE_DIR = ROOT / "sandbox" / "data" / "sprites"
+sys.path.insert(0, str(ROOT))  # run as a script from a checkout
 
 
 def _same_pixels(path: Path, pixels: list) -> bool:
@@ -40,7 +41,7 @@ def _same_pixels(path: Path, pixels: list) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=SPRITE_DIR, help="output folder (default: assets/sprites)")
+    parser.add_argument("--out", type=Path, default=SPRITE_DIR, help="output folder (default: sandbox/data/sprites)")
     parser.add_argument("--check", action="store_true", help="compare the PNGs with the code, write nothing")
     args = parser.parse_args(argv)
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")

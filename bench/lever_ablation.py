@@ -31,13 +31,15 @@ def bundled_flags() -> list[str]:
     shape (`--envs`, `--rollout`, `--epochs`, `--minibatches`, `--constraint-rows`) and entity head width
     (`--slot-hidden`), read from the policy file, which stores them: every run starts from them, and a lever's
     flags come after (the last value wins)."""
+    from npc_brains import bundled_policy
     from npc_brains.checkpoint import load_checkpoint
     from npc_brains.networks import NetSpec
-    from npc_brains.runtime import DEFAULT_POLICY
 
-    if not DEFAULT_POLICY.is_file():
+    default_path = bundled_policy("default")
+
+    if not default_path.is_file():
         return []
-    policy = load_checkpoint(DEFAULT_POLICY)
+    policy = load_checkpoint(default_path)
     config = policy["config"]
     tuning = config.get("tuning") or {}
     flags = [flag for name, value in tuning.items()

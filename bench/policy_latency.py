@@ -67,11 +67,13 @@ def main() -> int:
     threads = get_blas_threads()
 
     from engine import make_vec_env
-    from npc_brains.runtime import DEFAULT_POLICY, load_policy
+    from npc_brains import bundled_policy, load_policy
+
+    default_path = bundled_policy("default")
 
     torch.set_num_threads(1)  # tiny batches: threads only add synchronisation
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.policy or ("default" if DEFAULT_POLICY.is_file() else str(fresh_policy_file(tmp)))
+        path = args.policy or ("default" if default_path.is_file() else str(fresh_policy_file(tmp)))
         source = "fresh network" if args.policy is None and path != "default" else path
         fast = load_policy(path, seed=0)
         ref = load_policy(path, seed=0, backend="torch")

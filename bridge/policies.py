@@ -1,50 +1,26 @@
-"""Which policy the bridge serves: a baseline by name, the bundled default, or a checkpoint path."""
+"""Which policy the bridge serves (npc_brains.load_policy: default, mappo, scripted, random or a file) and the
+probe every policy answers before it is served."""
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import numpy as np
 
 from engine.observe import observation_layout
 from engine.vec_env import flat_action_names
 from npc_brains.policy_api import Policy
+from npc_brains.resolve import BASELINES as BASELINE_NAMES
+from npc_brains.resolve import PolicyError as PolicyLoadError
+from npc_brains.resolve import load_policy
+from npc_brains.tuning import policy_tuning
 
-BASELINE_NAMES = ("scripted", "random")
-
-
-class PolicyLoadError(Exception):
-    """The policy cannot be loaded or does not answer the probe (a one-line reason)."""
+__all__ = ["BASELINE_NAMES", "PolicyLoadError", "layout", "load_policy", "policy_tuning", "probe"]
 
 
 def layout(slots: int) -> tuple[list[str], list[str]]:
     """(observation feature names, flat action names) for K = slots."""
     return observation_layout(slots), flat_action_names(slots)
-
-
-def load_policy(spec: str, *, slots: int, seed: int | None = 0) -> Policy:
-    """`scripted`, `random`, `default` (the bundled trained policy) or a checkpoint path."""
-    if spec in BASELINE_NAMES:
-        from npc_brains.baselines import get_baseline
-
-        return get_baseline(spec, seed=seed, slots=slots)
-    try:
-        from npc_brains import load_policy as brains_load_policy
-    except ImportError:
-        raise PolicyLoadError(f"cannot load {spec!r}: this build has no trained-policy loader "
-                              f"(npc_brains.load_policy); use one of {', '.join(BASELINE_NAMES)}") from None
-    if spec != "default" and not Path(spec).exists():
-        raise PolicyLoadError(f"no such policy checkpoint {spec!r}; expected a path, 'default' or one of "
-                              f"{', '.join(BASELINE_NAMES)}")
-    try:
-        from npc_brains.checkpoint import CheckpointError
-    except ImportError:  # pragma: no cover - the loader exists but not its error type
-        CheckpointError = ValueError  # noqa: N806
-    try:
-        return brains_load_policy(spec, seed=seed)
-    except (CheckpointError, OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise PolicyLoadError(f"cannot load policy {spec!r}: {exc}") from None
 
 
 def probe(policy: Policy, slots: int) -> float:

@@ -27,10 +27,9 @@ import numpy as np
 
 from bridge import protocol as P
 from bridge.batcher import Batcher, Item
-from bridge.policies import BASELINE_NAMES, PolicyLoadError, layout, load_policy, probe
+from bridge.policies import BASELINE_NAMES, PolicyLoadError, layout, load_policy, policy_tuning, probe
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
-from npc_brains.config import policy_tuning
 from npc_brains.policy_api import Policy
 from worlds import WorldError
 

@@ -2,11 +2,15 @@
 
 A checkpoint is a plain dict of tensors, numbers, strings and lists:
     format, version, kind ("train" or "policy"), config, net (NetSpec), env (layout, action names),
-    model (state dicts), and for "train": optimizer, progress, monitor, adjust, rng.
+    model (state dicts), and for "train": optimizer, progress, monitor, adjust, rng;
+    tensors_sha256: a checksum of every tensor in the file (key path, dtype, shape and bytes), written on
+    save and checked on load, so that flipped bytes in the weights are an error and never silently served.
+    Files written before it have none and load with the check skipped.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
@@ -19,6 +23,7 @@ import torch
 
 FORMAT = "village-npc-brain"
 VERSION = 1
+CHECKSUM_KEY = "tensors_sha256"
 
 
 class CheckpointError(Exception):
@@ -30,6 +35,8 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     data = {"format": FORMAT, "version": VERSION, **payload}
+    data.pop(CHECKSUM_KEY, None)
+    data[CHECKSUM_KEY] = tensors_checksum(data)
     buf = io.BytesIO()
     torch.save(data, buf)
     fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
@@ -62,6 +69,10 @@ def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu
     for key in ("config", "net", "env", "model"):
         if key not in data:
             raise CheckpointError(f"{p}: checkpoint is missing its {key!r} section")
+    stored = data.get(CHECKSUM_KEY)
+    if stored is not None and stored != tensors_checksum(data):
+        raise CheckpointError(f"{p}: its tensors do not match the checksum stored in the file (the file is "
+                              f"corrupted: restore it from a copy or retrain it)")
     return data
 
 
@@ -81,6 +92,28 @@ def _load_failure(exc: Exception) -> str:
     if len(first) > 160:
         first = first[:first.rfind(" ", 0, 157)] + " ..."
     return f"corrupted or not a torch file: {first}"
+
+
+def tensors_checksum(data: Any) -> str:
+    """SHA-256 over every tensor in a checkpoint dict, in a fixed order (sorted keys), with its key path, dtype and
+    shape; the stored checksum itself is left out."""
+    digest = hashlib.sha256()
+
+    def visit(node: Any, path: str) -> None:
+        if isinstance(node, torch.Tensor):
+            t = node.detach().cpu().contiguous()
+            digest.update(f"{path}|{t.dtype}|{tuple(t.shape)}|".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        elif isinstance(node, dict):
+            for key in sorted(node, key=str):
+                if not (path == "" and key == CHECKSUM_KEY):
+                    visit(node[key], f"{path}/{key}")
+        elif isinstance(node, (list, tuple)):
+            for i, item in enumerate(node):
+                visit(item, f"{path}[{i}]")
+
+    visit(data, "")
+    return digest.hexdigest()
 
 
 def env_description(env: Any) -> dict[str, Any]:

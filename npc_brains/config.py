@@ -195,38 +195,15 @@ def update_shape(cfg: TrainConfig, device_type: str) -> tuple[int, int]:
     return epochs, minibatches
 
 
-def policy_tuning(policy: Any) -> Any:
-    """The engine tuning a trained policy was trained under (its `--tuning` overrides), None for the defaults:
-    a policy runs, and is evaluated, in the world it learned (eval, demo, sandbox and bridge sessions)."""
-    overrides = (getattr(policy, "config", None) or {}).get("tuning") or {}
-    if not overrides:
-        return None
-    return engine_tuning(overrides)
-
-
 def engine_tuning(overrides: dict[str, Any]) -> Any:
-    """The engine's `Tuning` with `overrides` applied; ConfigError names a bad key or value."""
-    from engine.constants import Tuning
+    """The engine's `Tuning` with `overrides` applied (npc_brains.tuning); ConfigError names a bad key or value."""
+    from npc_brains.tuning import TuningError
+    from npc_brains.tuning import engine_tuning as build  # the engine import waits until a run needs it
 
-    defaults = Tuning()
-    known = {f.name for f in fields(Tuning)}
-    clean: dict[str, Any] = {}
-    for key, value in overrides.items():
-        name = str(key).replace("-", "_")
-        if name not in known:
-            raise ConfigError(f"tuning: unknown engine field {key!r} (see docs/engine.md for the Tuning fields)")
-        default = getattr(defaults, name)
-        if isinstance(default, bool):
-            ok = isinstance(value, bool)
-        elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            value = float(value) if ok else value
-        if not ok:
-            raise ConfigError(f"tuning.{name}: expected a {type(default).__name__}, got {value!r}")
-        clean[name] = value
-    return dataclasses.replace(Tuning(), **clean)
+    try:
+        return build(overrides)
+    except TuningError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _check(cond: bool, name: str, expected: str, value: Any) -> None:

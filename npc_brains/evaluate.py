@@ -20,14 +20,14 @@ import numpy as np
 from engine.metrics import MetricParams, Stats, Trace, system_neural_diversity, trace_stats
 from engine.policy_api import Policy
 from engine.scenarios import Scenario, ScenarioError, run_scenario
-from npc_brains.config import policy_tuning
+from npc_brains.resolve import policy_slots as built_slots
+from npc_brains.tuning import policy_tuning
 from worlds import WorldSpec
 
 COMPARISONS: tuple[str, ...] = ("mappo", "scripted", "random_init", "random")
 DEFAULT_WORLDS: tuple[str, ...] = ("village-v1", "generated:12:10000", "generated:12:10001")
 # generated worlds with a seed at least this were never used in training (a convention: training uses lower)
 HELD_OUT_SEED_MIN = 10_000
-MAPPO_POLICY = Path(__file__).resolve().parent.parent / "assets" / "policies" / "mappo.pt"
 # metric columns of the table and of the JSON line
 SCALARS: tuple[str, ...] = (
     "mourning_rate", "mourning_latency", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency",
@@ -88,10 +88,7 @@ def is_held_out(label: str) -> bool:
 
 def policy_slots(policy: Any) -> int:
     """K of the observation a policy was built for (4 for the baselines, which adapt)."""
-    n_actions = getattr(policy, "n_actions", None)
-    if n_actions is not None:
-        return max(1, (int(n_actions) - 5) // 6)
-    return int(getattr(policy, "slots", None) or 4)
+    return built_slots(policy) or 4
 
 
 def fresh_policy(net: dict[str, Any], env: dict[str, Any], *, config: dict[str, Any] | None = None, seed: int = 0,

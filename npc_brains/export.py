@@ -43,17 +43,16 @@ def _need(module: str) -> Any:
 
 def _torch_policy(policy: Any) -> Any:
     """A TorchPolicy of the same weights: the loaded one, or rebuilt from a policy spec or a NumpyPolicy."""
-    from npc_brains.runtime import TorchPolicy, load_policy
+    from npc_brains.resolve import PolicyError, load_policy
+    from npc_brains.runtime import TorchPolicy
 
+    if isinstance(policy, (str, Path)):
+        try:
+            policy = load_policy(policy, backend="torch")
+        except (PolicyError, OSError) as exc:
+            raise ExportError(f"cannot load policy {str(policy)!r}: {exc}") from None
     if isinstance(policy, TorchPolicy):
         return policy
-    if isinstance(policy, (str, Path)):
-        from npc_brains.checkpoint import CheckpointError
-
-        try:
-            return load_policy(policy, backend="torch")
-        except (CheckpointError, OSError, ValueError) as exc:
-            raise ExportError(f"cannot load policy {str(policy)!r}: {exc}") from None
     raise ExportError(f"policy {getattr(policy, 'name', type(policy).__name__)!r} is not a trained network "
                       "(scripted and random baselines have no actor to export); give a checkpoint or 'default'")
 

@@ -1,4 +1,4 @@
-"""Policy runtime: `load_policy(path or "default")` -> a batched `Policy` for the demo, sandbox and bridge.
+"""Policy runtime: the batched `Policy` a policy file becomes (npc_brains.load_policy resolves names to files).
 
 The CPU path is a plain numpy forward pass of the actor (a few small matmuls), which for batches of a few
 dozen NPCs is several times faster than calling torch. `backend="torch"` runs the same weights in torch
@@ -14,7 +14,6 @@ import numpy as np
 
 from npc_brains.policy_api import PolicyOutput
 
-DEFAULT_POLICY = Path(__file__).resolve().parent.parent / "assets" / "policies" / "default.pt"
 MASKED_LOGIT = np.float32(-1e9)
 NOISE_BLOCK = 8192  # sampling noise is drawn this many values at a time (the same stream as one draw per call)
 
@@ -218,23 +217,19 @@ class TorchPolicy(_PolicyBase):
         return out
 
 
-def load_policy(path: str | Path = "default", *, seed: int | None = None, backend: str = "numpy",
-                device: str = "cpu") -> NumpyPolicy | TorchPolicy:
-    """Load a policy from a training checkpoint or an exported policy file ("default" = the bundled one).
+def load_policy_file(path: str | Path, *, name: str | None = None, seed: int | None = None,
+                     backend: str = "numpy", device: str = "cpu") -> NumpyPolicy | TorchPolicy:
+    """The policy in a training checkpoint or an exported policy file, named `name` (default: the file's stem).
 
-    Raises CheckpointError (one line) for a missing, corrupted or foreign file.
+    Raises CheckpointError (one line) for a missing, corrupted or foreign file. Names such as "default" and the
+    checks that a policy fits the village are npc_brains.load_policy's.
     """
-    from npc_brains.checkpoint import CheckpointError, load_checkpoint
+    from npc_brains.checkpoint import load_checkpoint
 
-    if str(path) == "default":
-        if not DEFAULT_POLICY.is_file():
-            raise CheckpointError(f"the bundled default policy is missing ({DEFAULT_POLICY}); "
-                                  "train one with `village train` and pass its policy.pt instead")
-        path = DEFAULT_POLICY
+    if backend not in ("numpy", "torch"):
+        raise ValueError(f"backend: expected 'numpy' or 'torch', got {backend!r}")
     ckpt = load_checkpoint(path)
-    name = Path(path).stem if Path(path) != DEFAULT_POLICY else "default"
+    name = name or Path(path).stem
     if backend == "numpy":
         return NumpyPolicy(ckpt, name, seed)
-    if backend == "torch":
-        return TorchPolicy(ckpt, name, seed, device)
-    raise ValueError(f"backend: expected 'numpy' or 'torch', got {backend!r}")
+    return TorchPolicy(ckpt, name, seed, device)

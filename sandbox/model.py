@@ -17,9 +17,10 @@ from engine.constants import EntityKind, EventType
 from engine.events import Event, Message
 from engine.policy_api import Policy
 from engine.sim import COMMAND_OPS, VillageSim
+from npc_brains import PolicyError, policy_slots, policy_tuning
 from sandbox import editor
 from sandbox.feed import EDIT, INFO, Feed
-from sandbox.policy import PolicyError, PolicySource, policy_slots, policy_tuning, resolve_policy
+from sandbox.policy import PolicySource, resolve_policy
 from sandbox.session import CommandRecord, Session, state_digest
 from worlds import ROLES, WorldError, WorldSpec, load_world, save_world
 
@@ -49,8 +50,6 @@ class SandboxModel:
         self.replaying = False
         self._steering = False
         self.rebuild(world)
-        if self.source.note:
-            self.feed.note(0, self.source.note, INFO)
 
     # ------------------------------------------------------------------ running
     def rebuild(self, spec: WorldSpec | None = None, *, seed: int | None = None) -> None:

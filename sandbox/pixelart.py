@@ -1,6 +1,6 @@
 """The sandbox's pixel art, drawn in code: 16x16 character grids with a palette, plus an outline pass.
 
-`assets/make_sprites.py` renders every sprite here to a PNG under assets/sprites/ (committed); the
+`assets/make_sprites.py` renders every sprite here to a PNG under sandbox/data/sprites/ (committed); the
 sandbox loads those PNGs and falls back to rendering from this module when they are missing. Each
 grid row is a string; '.' is transparent, every other letter is a palette key.
 """

@@ -17,9 +17,9 @@ from engine.constants import NIGHT_END, NIGHT_START, REACTION_NAMES, START_TICK_
 from sandbox.feed import EDIT, INFO, NEWS, REACTION, VIOLENCE
 from sandbox.inspector import Section, inspect_npc
 from sandbox.sprites import SpriteBank
+from sandbox.ui import HELP, UIState
 
 if TYPE_CHECKING:
-    from sandbox.app import UIState
     from sandbox.model import SandboxModel
 
 TOP_BAR = 26
@@ -547,8 +547,6 @@ class Renderer:
         screen.set_clip(None)
 
     def _draw_help(self, screen: pygame.Surface, ui: UIState) -> None:
-        from sandbox.app import HELP
-
         w = min(self.size[0] - 40, 700)
         h = min(self.size[1] - 40, 40 + 17 * len(HELP))
         box = pygame.Rect((self.size[0] - w) // 2, (self.size[1] - h) // 2, w, h)

@@ -1,15 +1,16 @@
-"""Sprite loading: the committed PNGs under assets/sprites/, or the same art drawn in memory from
-sandbox/pixelart.py when a PNG is missing (an installed copy without the assets folder)."""
+"""Sprite loading: the PNGs shipped as package data under sandbox/data/sprites/ (written by
+assets/make_sprites.py), or the same art drawn in memory from sandbox/pixelart.py where a PNG is missing."""
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
 import pygame
 
 from sandbox import pixelart
 
-SPRITE_DIR = Path(__file__).resolve().parent.parent / "assets" / "sprites"
+SPRITE_DIR = Path(str(resources.files("sandbox") / "data" / "sprites"))
 
 
 class SpriteBank:

@@ -12,15 +12,14 @@ from typing import Any
 
 from village.cli import UserError
 
-SCRIPTED_FALLBACK = "no trained policy bundled yet; using the scripted rule policy"
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--world", default="village-v1",
                         help="bundled world id or world file (default: village-v1)")
     parser.add_argument("--policy", default="default",
-                        help="default (the bundled trained policy, else the scripted one), scripted, random, "
-                             "or a policy file (default: default)")
+                        help="who decides what the NPCs do: default (the bundled Dr. MAS policy), mappo (the "
+                             "bundled MAPPO policy), scripted (hand-written rules), random (uniform valid "
+                             "actions), or a policy file written by `village train` (default: default)")
     parser.add_argument("--ticks", type=int, default=144,
                         help="ticks to run; 1 tick = 10 minutes (default: 144, one day)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
@@ -33,39 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also write a PNG chart of the close relations' emotions (needs matplotlib)")
 
 
-def _load_policy(choice: str, seed: int) -> tuple[Any, str | None]:
-    """(policy, note to print or None)."""
-    from npc_brains.baselines import BASELINES, get_baseline
+def _load_policy(choice: str, seed: int) -> Any:
+    from npc_brains import PolicyError, load_policy
 
-    if choice in BASELINES:
-        return get_baseline(choice, seed=seed), None
     try:
-        from npc_brains import load_policy  # the policy runtime; may not be built yet
-    except ImportError:
-        load_policy = None
-    if choice == "default":
-        if load_policy is None:
-            return get_baseline("scripted", seed=seed), SCRIPTED_FALLBACK
-        from npc_brains.runtime import DEFAULT_POLICY
-
-        if not Path(DEFAULT_POLICY).exists():
-            return get_baseline("scripted", seed=seed), SCRIPTED_FALLBACK
-        try:
-            return load_policy("default"), None
-        except FileNotFoundError:
-            return get_baseline("scripted", seed=seed), SCRIPTED_FALLBACK
-        except Exception as exc:  # a damaged bundle must not break the demo; say why and go on
-            return (get_baseline("scripted", seed=seed),
-                    f"could not load the bundled policy ({exc}); using the scripted rule policy")
-    if not Path(choice).exists():
-        raise UserError(f"--policy: expected default, scripted, random or an existing policy file, "
-                        f"got {choice!r}")
-    if load_policy is None:
-        raise UserError(f"--policy: cannot load {choice!r}: the trained-policy runtime is not in this build")
-    try:
-        return load_policy(choice), None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"--policy: cannot load {choice!r}: {exc}") from None
+        return load_policy(choice, seed=seed)
+    except PolicyError as exc:
+        raise UserError(f"--policy: {exc}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,25 +47,20 @@ def run(args: argparse.Namespace) -> int:
     if args.ticks < 1:
         raise UserError(f"--ticks: expected an integer >= 1, got {args.ticks}")
     world = load_world(args.world)
-    policy, note = _load_policy(args.policy, args.seed)
+    policy = _load_policy(args.policy, args.seed)
 
     from engine.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
+    from npc_brains import policy_slots, policy_tuning
 
-    slots = int(getattr(policy, "slots", None) or 4)
+    slots = policy_slots(policy) or 4  # a trained policy fixes K; the baselines adapt
     scenario = args.scenario
     if scenario == "auto":
         scenario = "world" if world.events else "random_kill"
-    from npc_brains.config import policy_tuning
-
     tl = run_timeline(world, policy, ticks=args.ticks, seed=args.seed, scenario=scenario, slots=slots,
                       tuning=policy_tuning(policy))  # the world the policy learned in
-    if note:
-        tl.notes.append(note)
     summary = summarize(tl)
     print(f"village demo: {world.name} ({world.id}), {len(world.npcs)} NPCs, {args.ticks} ticks "
-          f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {tl.policy}")
-    if note:
-        print(f"note: {note}")
+          f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {_describe(args.policy, policy)}")
     for step in tl.plan:
         print(f"scenario: {step}")
     print()
@@ -106,6 +74,17 @@ def run(args: argparse.Namespace) -> int:
     if args.chart:
         _chart(tl, args.chart)
     return 0
+
+
+def _describe(choice: str, policy: Any) -> str:
+    """The policy as the header names it: which trained policy (and its algorithm) or which baseline."""
+    algo = (getattr(policy, "config", None) or {}).get("algo")
+    label = {"drmas": "Dr. MAS", "mappo": "MAPPO", "ippo": "IPPO"}.get(str(algo), str(algo)) if algo else None
+    if choice in ("default", "mappo"):
+        return f"{policy.name} (the bundled {label or 'trained'} policy)"
+    if label:
+        return f"{policy.name} ({label}, {choice})"
+    return str(getattr(policy, "name", choice))
 
 
 def _clock(tick: int) -> str:

@@ -22,8 +22,9 @@ DEFAULT_SEEDS = 32
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default="default",
-                        help="default (the bundled trained policy), scripted, random, or a policy file "
-                             "(default: default)")
+                        help="the policy to measure: default (the bundled Dr. MAS policy), mappo (the bundled "
+                             "MAPPO policy), scripted (hand-written rules), random (uniform valid actions), or a "
+                             "policy file written by `village train` (default: default)")
     parser.add_argument("--scenarios", default="all",
                         help="comma-separated scenario ids or scenario files, or 'all' for the bundled suite "
                              "(default: all)")
@@ -76,44 +77,29 @@ def _items(text: str, flag: str) -> list[str]:
 
 
 def _load_main_policy(choice: str, seed: int) -> tuple[str, Any]:
-    from npc_brains.baselines import BASELINES, get_baseline
+    from npc_brains import PolicyError, load_policy
 
-    if choice in BASELINES:
-        return choice, get_baseline(choice, seed=seed)
-    from npc_brains.checkpoint import CheckpointError
-    from npc_brains.runtime import load_policy
-
-    if choice != "default" and not Path(choice).is_file():
-        raise UserError(f"--policy: expected default, scripted, random or an existing policy file, got {choice!r}")
     try:
         policy = load_policy(choice, seed=seed)
-    except CheckpointError as exc:
-        hint = "; try --policy scripted or --policy random" if choice == "default" else ""
-        raise UserError(f"--policy: {exc}{hint}") from None
+    except PolicyError as exc:
+        raise UserError(f"--policy: {exc}") from None
     return policy.name, policy
 
 
 def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: list[str]) -> list[tuple[str, Any]]:
-    from npc_brains.baselines import get_baseline
-    from npc_brains.evaluate import MAPPO_POLICY, random_init_policy
+    from npc_brains import PolicyError, load_policy, policy_tuning
+    from npc_brains.evaluate import random_init_policy
 
     out = []
     for name in names:
         if name == main_name:
             continue
         if name == "mappo":
-            if not MAPPO_POLICY.is_file():
-                notes.append(f"mappo skipped: no MAPPO checkpoint at {MAPPO_POLICY}")
-                continue
-            from npc_brains.checkpoint import CheckpointError
-            from npc_brains.runtime import load_policy
-
             try:
-                policy = load_policy(MAPPO_POLICY, seed=seed)
-            except CheckpointError as exc:
+                policy = load_policy("mappo", seed=seed)
+            except PolicyError as exc:
                 notes.append(f"mappo skipped: {exc}")
                 continue
-            policy.name = "mappo"
             out.append(("mappo", policy))
         elif name == "random_init":
             fresh = random_init_policy(main, seed=seed)
@@ -122,10 +108,9 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
                 continue
             out.append(("random_init", fresh))
         else:
-            baseline = get_baseline(name, seed=seed)
-            overrides = (getattr(main, "config", None) or {}).get("tuning")
-            if overrides:  # rules and random actions have no world of their own: they run in the main policy's
-                baseline.config = {"tuning": dict(overrides)}
+            baseline = load_policy(name, seed=seed)
+            # rules and random actions have no world of their own: they run in the main policy's
+            baseline.tuning = policy_tuning(main)
             out.append((name, baseline))
     return out
 

@@ -126,8 +126,7 @@ def test_reaction_runs_survive_a_snapshot(tmp_path):
 
 
 def _record() -> None:
-    from npc_brains.config import policy_tuning
-    from npc_brains.runtime import load_policy
+    from npc_brains import load_policy, policy_tuning
 
     policy = load_policy("default", seed=0)
     tuning = policy_tuning(policy)

@@ -15,11 +15,11 @@ onnx = pytest.importorskip("onnx", reason="the [onnx] extra is not installed")
 pytest.importorskip("onnxruntime", reason="the [onnx] extra is not installed")
 
 from engine.vec_env import make_vec_env  # noqa: E402
+from npc_brains import bundled_policy, load_policy  # noqa: E402
 from npc_brains.export import ExportError, OnnxPolicy, export_onnx, onnx_policy  # noqa: E402
-from npc_brains.runtime import DEFAULT_POLICY, load_policy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(not DEFAULT_POLICY.is_file(), reason="the bundled default policy is missing")
+pytestmark = pytest.mark.skipif(not bundled_policy("default").is_file(), reason="the bundled default policy is missing")
 
 
 @pytest.fixture(scope="module")

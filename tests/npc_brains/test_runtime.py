@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from npc_brains import load_policy
+from npc_brains import PolicyError, load_policy
 from npc_brains.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from npc_brains.config import TrainConfig
 from npc_brains.networks import FiLM, NetSpec, ValueNorm
@@ -118,7 +118,7 @@ def test_corrupted_checkpoint_is_one_clear_error(trained, tmp_path):
     data = (run_dir / "policy.pt").read_bytes()
     bad = tmp_path / "cut.pt"
     bad.write_bytes(data[: len(data) // 2])
-    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+    with pytest.raises(PolicyError, match="not a readable checkpoint"):
         load_policy(bad)
     noise = tmp_path / "noise.pt"
     noise.write_bytes(b"\x00garbage" * 100)
@@ -129,7 +129,7 @@ def test_corrupted_checkpoint_is_one_clear_error(trained, tmp_path):
 def test_foreign_checkpoints_are_refused(tmp_path):
     plain = tmp_path / "plain.pt"
     torch.save({"state_dict": {"w": torch.zeros(2)}}, plain)
-    with pytest.raises(CheckpointError, match="not a village NPC brain checkpoint"):
+    with pytest.raises(PolicyError, match="not a village NPC brain checkpoint"):
         load_policy(plain)
     # an arbitrary pickled object is refused by weights_only=True, not executed
     evil = tmp_path / "evil.pt"
@@ -139,8 +139,10 @@ def test_foreign_checkpoints_are_refused(tmp_path):
 
 
 def test_missing_checkpoint(tmp_path):
-    with pytest.raises(CheckpointError, match="no checkpoint file"):
+    with pytest.raises(PolicyError, match="no such file"):
         load_policy(tmp_path / "nope.pt")
+    with pytest.raises(CheckpointError, match="no checkpoint file"):
+        load_checkpoint(tmp_path / "nope.pt")
 
 
 def test_mismatched_environment_is_detected(trained):
@@ -161,10 +163,10 @@ def test_atomic_save_leaves_no_temp_files(tmp_path):
 
 
 def test_default_policy_missing_is_one_clear_error(monkeypatch, tmp_path):
-    import npc_brains.runtime as runtime
+    import npc_brains.resolve as resolve
 
-    monkeypatch.setattr(runtime, "DEFAULT_POLICY", tmp_path / "absent.pt")
-    with pytest.raises(CheckpointError, match="bundled default policy is missing"):
+    monkeypatch.setattr(resolve, "POLICY_DIR", tmp_path)
+    with pytest.raises(PolicyError, match="bundled default policy is missing"):
         load_policy("default")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sandbox.app import HELP
+from sandbox.ui import HELP
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

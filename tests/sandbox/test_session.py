@@ -50,8 +50,8 @@ def test_bad_files_name_the_field(tmp_path, text, field):
 
 
 def test_the_sandbox_runs_a_trained_policy_under_its_training_tuning(village, random_policy):
+    from npc_brains import policy_tuning
     from sandbox.model import SandboxModel
-    from sandbox.policy import policy_tuning
 
     assert policy_tuning(random_policy) is None  # baselines and plain policies: the engine's defaults
     random_policy.config = {"tuning": {"mourn_ticks": 4}}

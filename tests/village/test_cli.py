@@ -74,16 +74,22 @@ def test_demo_is_reproducible_from_its_seed(capsys: pytest.CaptureFixture[str]) 
     assert outputs[0] == outputs[1]
 
 
-def test_demo_default_policy_falls_back_to_scripted_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+def test_demo_names_the_bundled_policy_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert call(["demo", "--ticks", "40"]) == 0
-    out = capsys.readouterr().out
-    from npc_brains.runtime import DEFAULT_POLICY
+    header = capsys.readouterr().out.splitlines()[0]
+    assert header.endswith("policy default (the bundled Dr. MAS policy)"), header
 
-    if DEFAULT_POLICY.exists():
-        assert "no trained policy bundled" not in out
-    else:
-        assert "no trained policy bundled yet; using the scripted rule policy" in out
-        assert "policy scripted" in out
+
+def test_demo_without_the_bundled_policy_is_an_error_not_the_scripted_rule(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import npc_brains.resolve as resolve
+
+    monkeypatch.setattr(resolve, "POLICY_DIR", tmp_path)  # an installation that lost its package data
+    assert call(["demo", "--ticks", "10"]) == 2
+    captured = capsys.readouterr()
+    assert "scripted" not in captured.out
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "the bundled default policy is missing" in err[0], err
 
 
 def test_demo_writes_json_and_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

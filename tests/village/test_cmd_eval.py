@@ -125,7 +125,7 @@ def _actor_state(net: dict) -> dict:
     (["--compare", "mappo,qmix"], "--compare: unknown comparison 'qmix'"),
     (["--worlds", "generated:x"], "generated:N"),
     (["--worlds", "no-such-world"], "no-such-world"),
-    (["--policy", "missing.pt"], "--policy: expected default, scripted, random or an existing policy file"),
+    (["--policy", "missing.pt"], "--policy: expected default, mappo, scripted, random or a policy file"),
     (["--sweep", "--worlds", "village-v1"], "--sweep: it sets the worlds itself"),
 ])
 def test_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -146,24 +146,21 @@ def test_a_non_utf8_scenario_file_is_a_one_line_error(tmp_path: Path, capsys: py
     assert "latin1.toml" in err and "UTF-8" in err
 
 
-def test_a_missing_bundled_policy_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from npc_brains.runtime import DEFAULT_POLICY
+def test_a_missing_bundled_policy_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import npc_brains.resolve as resolve
 
-    if DEFAULT_POLICY.is_file():
-        pytest.skip("a default policy is bundled")
+    monkeypatch.setattr(resolve, "POLICY_DIR", tmp_path)
     assert call(["eval", "--seeds", "1", "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--policy scripted" in err
+    assert len(err.splitlines()) == 1 and "bundled default policy is missing" in err and "scripted" in err
 
 
 @pytest.mark.slow
 def test_the_bundled_policy_meets_the_thresholds(capsys: pytest.CaptureFixture[str]) -> None:
     """The issue's acceptance: on held-out generated worlds, with every comparison (minutes on 2 CPU cores)."""
     from npc_brains.evaluate import threshold_checks
-    from npc_brains.runtime import DEFAULT_POLICY
 
-    if not DEFAULT_POLICY.is_file():
-        pytest.skip("no bundled default policy yet")
     code = call(["eval", "--policy", "default", "--json", "--quiet"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -175,7 +172,7 @@ def test_the_bundled_policy_meets_the_thresholds(capsys: pytest.CaptureFixture[s
 
 
 def test_rule_and_random_baselines_run_in_the_checked_policys_world() -> None:
-    from npc_brains.config import policy_tuning
+    from npc_brains import policy_tuning
     from village.cmd_eval import _comparisons
 
     class Trained:
