@@ -313,7 +313,7 @@ def _first_line(exc: BaseException) -> str:
 
 # ------------------------------------------------------------------ evaluation
 class EvalWorker:
-    """One actor of `village eval --ray`: runs (policy, scenario, world) cells of the sweep."""
+    """One actor of `village eval --ray`: evaluates whole policies over the suite."""
 
     def __init__(self, paths: list[str]):
         _worker_setup()
@@ -321,42 +321,42 @@ class EvalWorker:
             if path not in sys.path and os.path.isdir(path):
                 sys.path.append(path)
 
-    def cell(self, policy: Any, spec: Any, si: int, wi: int) -> Any:
-        from npc_brains.evaluate import evaluate_cell
+    def evaluate(self, policy: Any, spec: Any) -> tuple[dict[str, Any], list[str]]:
+        from npc_brains.evaluate import evaluate_policy
 
-        return evaluate_cell(policy, spec, si, wi)
+        notes: list[str] = []
+        return evaluate_policy(policy, spec, notes=notes), notes
 
 
 def evaluate_parallel(policies: Sequence[tuple[str, Any]], spec: Any, options: RayOptions, *,
                       progress: Callable[[str], None] | None = None,
                       notes: list[str] | None = None) -> dict[str, Any]:
-    """npc_brains.evaluate.evaluate with its cells (policy x scenario x world) run on K Ray actors; the same
-    results, since each cell is seeded on its own."""
-    from npc_brains.evaluate import evaluate_policy
+    """npc_brains.evaluate.evaluate with its policies evaluated side by side on K Ray actors: the same results.
+    A policy's runs stay in order on one actor: a sampling policy draws from one random stream through the
+    whole suite, so splitting its runs would change what it samples."""
+    from npc_brains.evaluate import add_diversity_ratio
 
     ray, started = connect(options.address)
     paths = [p for p in dict.fromkeys([os.getcwd(), *sys.path]) if p]
     remote = ray.remote(num_cpus=options.cpus_per_worker)(EvalWorker)
-    actors = [remote.remote(paths) for _ in range(options.workers)]
+    actors = [remote.remote(paths) for _ in range(min(options.workers, len(policies)))]
     try:
         spec_ref = ray.put(spec)
-        jobs = []
-        for name, policy in policies:
-            policy_ref = ray.put(policy)
-            for si, scenario in enumerate(spec.scenarios):
-                for wi, (label, _world) in enumerate(spec.worlds):
-                    jobs.append((name, f"{name} {scenario.id} {label}", policy_ref, si, wi))
-        refs = [actors[j % len(actors)].cell.remote(policy_ref, spec_ref, si, wi)
-                for j, (_, _, policy_ref, si, wi) in enumerate(jobs)]
-        cells: dict[str, list[Any]] = {name: [] for name, _ in policies}
-        for (name, desc, *_), ref in zip(jobs, refs, strict=True):
+        refs = [actors[j % len(actors)].evaluate.remote(policy, spec_ref) for j, (_, policy) in enumerate(policies)]
+        out: dict[str, Any] = {}
+        for (name, _), ref in zip(policies, refs, strict=True):
             if progress is not None:
-                progress(desc)
+                for scenario in spec.scenarios:
+                    for label, _world in spec.worlds:
+                        progress(f"{name} {scenario.id} {label}")
             try:
-                cells[name].append(ray.get(ref))
+                out[name], policy_notes = ray.get(ref)
             except ray.exceptions.RayError as exc:
-                raise RolloutWorkerError(f"evaluation worker failed on {desc}: {_first_line(exc)}") from None
-        return {name: evaluate_policy(policy, spec, notes=notes, cells=cells[name]) for name, policy in policies}
+                raise RolloutWorkerError(f"evaluation worker failed on {name}: {_first_line(exc)}") from None
+            if notes is not None:
+                notes.extend(policy_notes)
+        add_diversity_ratio(out)
+        return out
     finally:
         for actor in actors:
             ray.kill(actor)

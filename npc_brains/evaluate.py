@@ -152,8 +152,8 @@ class Cell:
 
 
 def evaluate_cell(policy: Policy, spec: EvalSpec, si: int, wi: int) -> Cell:
-    """Scenario `si` on world `wi`, `spec.villages` seeds batched (its seed depends on the cell alone, so
-    cells can run anywhere in any order: `village eval --ray`)."""
+    """Scenario `si` on world `wi`, `spec.villages` seeds batched. Its simulation seed depends on the cell
+    alone, but a sampling policy's draws go on from the cell before: the same results need the same order."""
     scenario, (label, world) = spec.scenarios[si], spec.worlds[wi]
     try:
         trace = run_scenario(policy, scenario, world, villages=spec.villages,

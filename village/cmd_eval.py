@@ -53,10 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     from village.cmd_train import add_ray_arguments
 
-    add_ray_arguments(parser, "run the sweep's scenario x world x policy cells on Ray actors (the [distributed] "
-                              "extra; docs/distributed.md), with the same results: local starts Ray here, auto "
-                              "joins this node's cluster, HOST:PORT a head's address",
-                      "evaluation actors (default: 2)")
+    add_ray_arguments(parser, "evaluate the policies side by side on Ray actors (the [distributed] extra; "
+                              "docs/distributed.md), with the same results: local starts Ray here, auto joins "
+                              "this node's cluster, HOST:PORT a head's address",
+                      "evaluation actors, one policy each at a time (default: 2)")
 
 
 def _int_flag(text: str, flag: str, minimum: int) -> int:

@@ -1,6 +1,7 @@
 """Rollout workers as Ray actors, the longer checks: the batches repeat for a fixed seed and K (and K = 1 is the
-in-process collector), `village train --ray` and `village eval --ray` from the command line (the same JSON as
-without Ray), and Ctrl-C ends the workers. One local Ray for the module; the Ctrl-C run starts its own."""
+in-process collector, to the trained weights), `village train --ray` and `village eval --ray` from the command
+line (the same JSON as without Ray), and Ctrl-C ends the workers. One local Ray for the module; the Ctrl-C run
+starts its own."""
 
 import json
 import os
@@ -79,13 +80,24 @@ def test_cli_train_and_eval_with_ray(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert code == 0, err
     assert "collector ray (2 workers x 2 envs)" in err
-    args = ["eval", "--policy", "scripted", "--compare", "random", "--seeds", "2", "--max-ticks", "20",
-            "--scenarios", "kill-in-square", "--worlds", "village-v1", "--json", "--quiet"]
+    # sampling policies over two scenarios: each draws one random stream through the whole suite
+    args = ["eval", "--policy", "default", "--compare", "random_init,random", "--seeds", "2", "--max-ticks", "20",
+            "--scenarios", "kill-in-square,kill-rival", "--worlds", "village-v1", "--json", "--quiet"]
     assert main(args) == 0
     alone = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert main([*args, "--ray", "local", "--workers", "2"]) == 0
     spread = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert spread == alone and set(alone) == {"scripted", "random"}
+    assert spread == alone and set(alone) == {"default", "random_init", "random"}
+
+
+def test_one_worker_trains_the_in_process_run(tmp_path):
+    weights = []
+    for name, options in (("thread", None), ("ray", RayOptions(workers=1, **OPTIONS))):
+        trainer = Trainer(_cfg(tmp_path / name, collector="thread" if options is None else "auto"),
+                          tensorboard=False, ray=options)
+        trainer.train()
+        weights.append(trainer.brain.state_dict())
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
 
 
 def _rollout_workers() -> set[int]:
