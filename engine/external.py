@@ -32,6 +32,7 @@ def mind_tuning(base: Tuning | None = None) -> Tuning:
 
 LETHAL = LETHAL_DAMAGE  # damage of an injected death (as the engine's own killing blow)
 NUDGE = 1e-6  # damage of an injected attack: registers the hit (fear, anger, interruption), harms nothing
+GAME_KILL_PRIORITY = 2.0  # above any seeded blow priority (< 1): the game's killer takes the killing blow
 
 
 @dataclass
@@ -120,7 +121,7 @@ class ExternalSim(Village):
                 ctx.damage[0, hit.target] += dmg[0]
             if hit.lethal:  # the game said who killed; no blow of this tick takes the credit
                 ctx.hitter[0, hit.target] = hit.attacker
-                ctx.hitter_prio[0, hit.target] = 2.0
+                ctx.hitter_prio[0, hit.target] = GAME_KILL_PRIORITY
 
     def _listed_only(self, rows: tuple[np.ndarray, ...] | None) -> tuple[np.ndarray, ...] | None:
         """First-hand news of an injected death with a witness list: only the listed witnesses saw it."""
