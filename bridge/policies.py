@@ -11,11 +11,12 @@ from engine.observe import observation_layout
 from engine.vec_env import flat_action_names
 from npc_brains.policy_api import Policy
 from npc_brains.resolve import BASELINES as BASELINE_NAMES
+from npc_brains.resolve import SPECS as POLICY_NAMES  # the names (not paths) a reload may ask for
 from npc_brains.resolve import PolicyError as PolicyLoadError
 from npc_brains.resolve import load_policy
 from npc_brains.tuning import policy_tuning
 
-__all__ = ["BASELINE_NAMES", "PolicyLoadError", "layout", "load_policy", "policy_tuning", "probe"]
+__all__ = ["BASELINE_NAMES", "POLICY_NAMES", "PolicyLoadError", "layout", "load_policy", "policy_tuning", "probe"]
 
 
 def layout(slots: int) -> tuple[list[str], list[str]]:

@@ -27,7 +27,7 @@ import numpy as np
 
 from bridge import protocol as P
 from bridge.batcher import Batcher, Item
-from bridge.policies import BASELINE_NAMES, PolicyLoadError, layout, load_policy, policy_tuning, probe
+from bridge.policies import BASELINE_NAMES, POLICY_NAMES, PolicyLoadError, layout, load_policy, policy_tuning, probe
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
 from npc_brains.policy_api import Policy
@@ -340,7 +340,7 @@ class BridgeService:
         if self._reload is not None:
             raise P.ProtocolError("busy", "another reload is in progress; retry when it has finished")
         spec = req.fields.get("policy", self.config.policy)
-        if spec not in (*BASELINE_NAMES, "default", self.config.policy):
+        if spec not in (*POLICY_NAMES, self.config.policy):
             path = Path(spec).resolve()
             if not path.is_relative_to(self.policy_root):
                 raise P.ProtocolError("forbidden", f"policy: {spec!r} is outside the server's policy root "

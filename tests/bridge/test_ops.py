@@ -264,6 +264,11 @@ def test_reload_swaps_policy_and_failures_keep_the_old_one(client, tmp_path):
     assert client.reload()["policy"] == "scripted"  # no field: the policy the server started with
 
 
+def test_reload_takes_the_bundled_names(client):
+    assert client.reload("mappo")["policy"] == "mappo"  # a name, not a path outside the policy root
+    assert client.hello()["policy"] == "mappo"
+
+
 def test_stats_counts_requests_errors_and_latency(client):
     client.ping()
     client.act(np.zeros((2, 128), np.float32))
