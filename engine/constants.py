@@ -208,6 +208,7 @@ class Tuning:
     anger_base: float = 0.3  # anger at a culprit scales with liking x (this + aggression)
     fear_gain: float = 1.0
     hearsay_fear: float = 0.35
+    rumour_error: float = 0.0  # chance that a culprit passed on by word of mouth comes out as someone else (0 = off)
     sight_fear: float = 1.5  # fear floor near a known threat: sight_fear x timidity x proximity
     fear_near: float = 0.75  # a threat within this fraction of the sight radius sustains fear (floor, slow fade)
     justice_relief: float = 0.8  # share of anger at a threat relieved on learning that it is dead

@@ -195,8 +195,32 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
         return
     bb, jj, ee, teller, death_known = (rows[:count, k].copy() for k in range(5))
     culprit = s.known_culprit[bb, teller, ee]
+    if t.rumour_error > 0:  # drawn only when on, so the default run's random stream is unchanged
+        culprit = garble_culprits(v, bb, jj, ee, culprit, t.rumour_error)
     how = np.where(warned[bb, teller, jj], HOW_WARNED, HOW_TOLD)
     note_news(v, ctx, bb, jj, ee, culprit, teller, how, death_known=death_known.astype(bool))
+
+
+def garble_culprits(v: Village, bb: np.ndarray, jj: np.ndarray, ee: np.ndarray, culprit: np.ndarray,
+                    error: float) -> np.ndarray:
+    """Hearsay can go wrong: each culprit passed on comes out, with probability `error`, as another entity of
+    that village (uniform over the living NPCs and present actors other than the culprit, the subject and the
+    hearer). What the hearer then believes, it passes on."""
+    s = v.state
+    wrong = np.flatnonzero((culprit >= 0) & (v.rng.random(len(culprit)) < error))
+    if not len(wrong):
+        return culprit
+    b = bb[wrong]
+    ok = (s.alive & s.present)[b].copy()  # (W, E)
+    rows = np.arange(len(wrong))
+    ok[rows, culprit[wrong]] = False
+    ok[rows, ee[wrong]] = False
+    ok[rows, jj[wrong]] = False
+    score = np.where(ok, v.rng.random(ok.shape), -1.0)
+    pick = score.argmax(1)
+    out = culprit.copy()
+    out[wrong] = np.where(score[rows, pick] >= 0, pick, culprit[wrong])
+    return out
 
 
 # ------------------------------------------------------------------ appraisal and emotions

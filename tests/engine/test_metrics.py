@@ -457,3 +457,21 @@ def test_recorder_captures_a_real_killing() -> None:
     assert (trace.culprit_tick[0, witnesses, victim] == trace.learned_tick[0, witnesses, victim]).all()
     assert 0 < len(trace.probe_obs) <= 16 and trace.probe_obs.shape[1] == sim.obs.shape[-1]
     assert trace.personas.shape == (sim.N, len(trace.persona_cols))
+
+
+# ------------------------------------------------------------------ hearsay that goes wrong (engine switch)
+@pytest.mark.parametrize("error", [0.0, 1.0])
+def test_rumour_error_makes_hearsay_name_someone_else(error: float) -> None:
+    from engine.constants import Tuning
+    from engine.scenarios import load_scenario, run_scenario
+    from npc_brains.baselines import get_baseline
+    from worlds import load_world
+
+    trace = run_scenario(get_baseline("scripted", seed=0), load_scenario("kill-in-square"), load_world("village-v1"),
+                         villages=6, seed=3, max_ticks=60, probe_rows=0, tuning=Tuning(rumour_error=error))
+    r = trace_stats(trace).result()
+    assert r["counts"]["hearsay_believers"] > 0
+    if error == 0.0:
+        assert r["hearsay_accuracy"] == pytest.approx(1.0)
+    else:  # every culprit passed on is garbled, but a hearer can also see the killer for itself
+        assert r["hearsay_accuracy"] < 0.5
