@@ -49,6 +49,7 @@ from npc_brains.collect import (
     shm_free_bytes,
 )
 from npc_brains.config import ConfigError, TrainConfig, config_from_dict, update_shape
+from npc_brains.diagnose.signals import batch_signals
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
 from npc_brains.networks import Brain, NetSpec
@@ -390,6 +391,7 @@ class Trainer:
         }
         flat["group"] = (groups.repeat(T)[idx_valid] if cfg.adv_norm == "role" and groups is not None
                          else flat["agent"])
+        stats.update(batch_signals(flat, adv.reshape(-1).index_select(0, idx_valid), batch.alive, self.N))
         n = idx_valid.numel()
         if n == 0:
             return stats
@@ -447,6 +449,7 @@ class Trainer:
                 torch.nn.utils.clip_grad_norm_(self.clip_critic, cfg.max_grad_norm)
                 self.optimizer.step()
                 out["grad_norm"] = float(grad_norm)
+                out["grad_clipped"] = float(grad_norm > cfg.max_grad_norm)
                 for k, v in out.items():
                     sums[k] = sums.get(k, 0.0) + v
                 count += 1
