@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ class MetricsWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = self.path.open("a", encoding="utf-8")
         self.tb = None
+        # called with every written row (clean) and the TensorBoard writer or None (live diagnosis, dashboard)
+        self.listeners: list[Callable[[dict[str, Any], Any], None]] = []
         if tensorboard:
             try:
                 import tensorboard  # noqa: F401  (only to know whether it is installed)
@@ -44,6 +47,8 @@ class MetricsWriter:
             for key, value in clean.items():
                 if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
                     self.tb.add_scalar(key, value, step)
+        for listener in self.listeners:
+            listener(clean, self.tb)
 
     def close(self) -> None:
         self._fh.close()

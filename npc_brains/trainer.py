@@ -143,6 +143,7 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         self.progress = progress
         self.tensorboard = tensorboard
+        self.metrics_listeners: list[Any] = []  # callables given every metrics row (MetricsWriter.listeners)
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         resume_ckpt = None
@@ -854,6 +855,7 @@ class Trainer:
         in_process = rollouts is not self.collector  # collected elsewhere: a child process or Ray workers
         try:
             writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
+            writer.listeners.extend(self.metrics_listeners)
         except BaseException:
             if in_process:
                 rollouts.close()

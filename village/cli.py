@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("village.cmd_demo", "run the default scenario on village-v1 and print the reaction timeline"),
     "new": ("village.cmd_new", "generate a random village world file"),
     "train": ("village.cmd_train", "train NPC brains headless (Dr. MAS, MAPPO, IPPO)"),
+    "diagnose": ("village.cmd_diagnose", "find training faults in a run's metrics and say what to fix"),
     "eval": ("village.cmd_eval", "measure emergent reactions of a policy on the scenario suite"),
     "serve": ("village.cmd_serve", "serve trained policies to game engines over ZeroMQ and WebSocket"),
     "export": ("village.cmd_export", "export a trained policy's actor as ONNX (Unity Sentis, Unreal NNE)"),

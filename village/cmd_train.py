@@ -178,6 +178,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--envs-per-worker", type=int, default=None, metavar="E",
                         help="villages (or --env copies) each worker steps (default: the run's --envs shared out "
                              "among the workers, so a batch keeps its size)")
+    parser.add_argument("--dashboard", action="store_true",
+                        help="live terminal dashboard instead of the progress bar: the seed's three health "
+                             "indicators against their thresholds, sparklines of return, entropy and KL, rollbacks "
+                             "and diagnose warnings as they happen (needs rich: pip install 'village-npc[dashboard]'; "
+                             "without a terminal it falls back to the plain progress bar)")
     main = parser.add_argument_group("run")
     tuning = parser.add_argument_group("hyperparameters and Dr. MAS components (see docs/training.md)")
     main_names = ("world", "env", "algo", "steps", "envs", "device", "seed", "run_dir", "checkpoint_every")
@@ -326,6 +331,7 @@ def _run(args: argparse.Namespace, terminate: _Terminate) -> int:
         trainer = make_trainer(cfg, progress=not args.no_progress, resume=resume, ray=ray)
     except (ConfigError, CheckpointError) as exc:
         raise UserError(str(exc)) from None
+    dashboard = _attach_diagnosis(trainer, args)
     c = trainer.cfg
     where = c.env if c.env else c.world
     if hasattr(trainer, "summary"):  # an off-policy learner describes its own schedule
@@ -344,15 +350,55 @@ def _run(args: argparse.Namespace, terminate: _Terminate) -> int:
         result = trainer.train()
     except RunWriteError as exc:
         raise UserError(str(exc)) from None
+    finally:
+        if dashboard is not None:
+            dashboard.close()
     wall = time.perf_counter() - start
+    from npc_brains.diagnose import train_verdict
+
     ret = "n/a" if result.final_return is None else f"{result.final_return:.3f}"
     if result.interrupted:
         how = "terminated (SIGTERM)" if terminate.received else "interrupted"
         print(f"village train: {how} at step {trainer.global_step}; checkpoint saved in "
               f"{trainer.ckpt_dir}; continue with --resume", file=sys.stderr)
+        print(f"village train: {train_verdict(c.run_dir)}", file=sys.stderr)
         return 143 if terminate.received else 130
     segment = (f"{result.steps} NPC-steps in this run, {wall:.1f}s" if resume else f"{wall:.1f}s")
     print(f"village train: done: step {trainer.global_step} ({segment}, {result.steps / max(wall, 1e-9):.0f} "
           f"steps/s), episode_return_mean {ret}, rollbacks {result.rollbacks}; "
           f"metrics {c.run_dir}/metrics.jsonl, policy {c.run_dir}/policy.pt", file=sys.stderr)
+    print(f"village train: {train_verdict(c.run_dir)}", file=sys.stderr)
     return 0
+
+
+def _attach_diagnosis(trainer: Any, args: argparse.Namespace) -> Any:
+    """Live diagnosis on every metrics row (its indicators and check statuses go to TensorBoard) and, with
+    --dashboard on a terminal, the dashboard in place of the progress bar; returns the dashboard or None."""
+    from npc_brains.checkpoint import env_description
+    from npc_brains.dashboard import Dashboard, LiveDiagnosis
+    from npc_brains.metrics import read_metrics
+
+    live = LiveDiagnosis(trainer.run_dir, trainer.cfg.to_dict(), env_description(trainer.env))
+    metrics = Path(trainer.run_dir) / "metrics.jsonl"
+    if trainer.global_step and metrics.is_file():  # a resumed run: its earlier rows count
+        for row in read_metrics(metrics):
+            if int(row.get("step", 0)) <= trainer.global_step:
+                (live.run.events if "event" in row else live.run.rows).append(row)
+    trainer.metrics_listeners.append(live)
+    if not args.dashboard:
+        return None
+    if not sys.stderr.isatty():
+        print("village train: --dashboard needs a terminal; showing the plain progress bar", file=sys.stderr)
+        return None
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        print("village train: --dashboard needs rich (pip install 'village-npc[dashboard]'); showing the plain "
+              "progress bar", file=sys.stderr)
+        return None
+    trainer.progress = False
+    dashboard = Dashboard(live, trainer.total_updates * trainer.rows_per_update, f"village train: {trainer.cfg.algo}",
+                          trainer.global_step)
+    trainer.metrics_listeners.append(dashboard)
+    return dashboard
+
