@@ -120,6 +120,8 @@ def write_png(run: Run, findings: list[C.Finding], path: Path) -> str | None:
             if not n_valid > 1:
                 continue
             y = y / np.log(n_valid)
+            if not run.has("valid_actions"):
+                title = "entropy / log(all actions)"
         panels.append((key, title, lines, log, x, y))
     if not panels:
         return "no plottable series in the log"
