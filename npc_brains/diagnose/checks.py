@@ -7,6 +7,7 @@ thresholds and their sources are in docs/diagnose.md; the constants below are th
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ SEVERITY = {FAIL: 0, WARN: 1, OK: 2, SKIP: 3}
 # thresholds (docs/diagnose.md cites where each comes from)
 KL_TARGET = 0.02  # upper end of the usual PPO target KL (0.01-0.02)
 KL_LIMIT = 1.5 * KL_TARGET  # Schulman et al. 2017's adaptive-KL rule: d > 1.5 d_targ is too far
+KL_JUMP = 1.0  # nats in one update: the policy became a different one
 SPIKE_SIGMA = 3.0  # a spike: over the rolling mean + 3 rolling standard deviations
 SPIKE_RATIO = 3.0  # ... and over 3x the rolling mean (so a quiet, near-constant series does not spike on noise)
 ROLL = 10  # rolling window (updates)
@@ -37,6 +39,7 @@ HF_SHARE_MAX = 0.5  # share of the detrended curve's energy at periods of HF_PER
 HF_PERIOD = 8
 ACF_PEAK_MIN = 0.5  # an autocorrelation peak at a lag >= 2 over this means a period
 HOMOGENEOUS_KL = 1e-3  # nats: personalities choose the same distribution on the same observations
+HOMOGENEOUS_MIN_UPDATES = 100  # "never differentiated" needs a long run (FiLM starts at zero: no difference)
 MANY_AGENTS = 8  # the seed: above 8 agents policies converge unless the constraint is raised
 DEAD_ALIVE = 0.05  # an agent slot alive in under 5% of its rows
 IDLE_ENTROPY = 0.05  # an agent whose chosen actions have under 0.05 of the population's entropy spread
@@ -179,8 +182,8 @@ def check_kl(run: Run) -> Finding:
     meta = dict(formula="approx_kl = mean((r - 1) - log r) per update; share of updates over 1.5 x target; spikes: "
                         f"approx_kl > rolling mean + {SPIKE_SIGMA:g} sigma and > {SPIKE_RATIO:g} x mean over the "
                         f"previous {ROLL} updates",
-                threshold=f"FAIL when the median exceeds {KL_LIMIT:g} (1.5 x {KL_TARGET:g}) or over half the updates "
-                          f"do; WARN when over 10% of updates exceed {KL_LIMIT:g} or a spike occurs",
+                threshold=f"FAIL when the median exceeds {KL_LIMIT:g} (1.5 x {KL_TARGET:g}), over half the updates "
+                          f"do, or one update's KL exceeds {KL_JUMP:g} nat; WARN when over 10% of updates exceed {KL_LIMIT:g} or a spike occurs",
                 keys=["approx_kl"], rank=6,
                 fix="Each update moves the policy too far: lower --lr (halve it), use fewer --epochs, or tighten "
                     "--clip; a spike after a rollback or a schedule change is a sign the step size is at its edge.")
@@ -199,9 +202,11 @@ def check_kl(run: Run) -> Finding:
     if spk.size:
         ev.append("spikes: " + _pairs(x[spk], y[spk]))
     flagged = sorted(set(xs[over].tolist()) | set(x[spk].tolist()))
-    if med > KL_LIMIT or over.mean() > 0.5:
-        return Finding("kl", "Policy KL per update", FAIL,
-                       f"policy KL too large: median {_fmt(med)} against {KL_LIMIT:g}", ev, flagged, **meta)
+    if med > KL_LIMIT or over.mean() > 0.5 or float(ys.max()) > KL_JUMP:
+        what = (f"median {_fmt(med)} against {KL_LIMIT:g}" if med > KL_LIMIT or over.mean() > 0.5
+                else f"{_fmt(float(ys.max()))} nats at update {int(xs[ys.argmax()])}, {int(over.sum())} updates over "
+                     f"{KL_LIMIT:g}")
+        return Finding("kl", "Policy KL per update", FAIL, f"policy KL too large: {what}", ev, flagged, **meta)
     if over.mean() > 0.1 or spk.size:
         what = f"{int(over.sum())} updates over {KL_LIMIT:g}" if over.mean() > 0.1 else f"{spk.size} KL spike(s)"
         return Finding("kl", "Policy KL per update", WARN, what, ev, flagged, **meta)
@@ -391,7 +396,7 @@ def check_learning_rate(run: Run) -> Finding:
                         "barely moves (median approx_kl < 1e-6) and the return does not improve",
                 threshold=f"FAIL: lr > {LR_HIGH:g} with a symptom; WARN: lr > {LR_HIGH:g} alone, or lr < {LR_LOW:g}, "
                           "or the policy does not move",
-                keys=["lr", "approx_kl"], rank=1,
+                keys=["lr"], rank=1,
                 fix="Adam on PPO works at 3e-4 for networks of this size (--lr 3e-4, decayed by the cosine "
                     "schedule); go down by factors of 3 when KL and clip fraction are high, up when they are "
                     "near 0 and the return is flat.")
@@ -552,7 +557,7 @@ def check_homogenisation(run: Run) -> Finding:
                         "against the peak it reached",
                 threshold=f"with more than {MANY_AGENTS} agents FAIL when the late median < {HOMOGENEOUS_KL:g} nats "
                           "after a peak 10x higher (personalities learned, then merged); WARN when it stays under "
-                          f"{HOMOGENEOUS_KL:g} (never differentiated) or, with {MANY_AGENTS} agents or fewer, when "
+                          f"{HOMOGENEOUS_KL:g} over {HOMOGENEOUS_MIN_UPDATES} updates or more (never differentiated) or, with {MANY_AGENTS} agents or fewer, when "
                           "it merged",
                 keys=["sync_kl_mean"], rank=13,
                 fix="The agents behave as one: above 8 agents raise the policy-constraint weight by 30-50% "
@@ -573,7 +578,7 @@ def check_homogenisation(run: Run) -> Finding:
         return Finding("homogenisation", "Policy homogenisation", status,
                        f"personalities merged: KL between agents fell from {_fmt(peak)} to {_fmt(late)}", ev,
                        flagged, **meta)
-    if late < HOMOGENEOUS_KL and peak <= HOMOGENEOUS_KL and y.size >= 20:
+    if late < HOMOGENEOUS_KL and peak <= HOMOGENEOUS_KL and y.size >= HOMOGENEOUS_MIN_UPDATES:
         return Finding("homogenisation", "Policy homogenisation", WARN,
                        f"agents never differentiated: KL between agents at most {_fmt(peak)}", ev, flagged, **meta)
     return Finding("homogenisation", "Policy homogenisation", OK, f"late KL between agents {_fmt(late)}", ev, **meta)
@@ -598,8 +603,11 @@ def check_dead_idle(run: Run) -> Finding:
         k = max(len(lists) // 4, 1)
         width = len(lists[-1])
         arr = np.array([[np.nan if v is None else float(v) for v in row] for row in lists[-k:] if len(row) == width])
-        with np.errstate(all="ignore"):
-            return np.nanmean(arr, axis=0) if arr.size else np.array([])
+        if arr.size == 0:
+            return np.array([])
+        with warnings.catch_warnings():  # a slot with no living row in the window: nan, not a warning
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanmean(arr, axis=0)
 
     dead: list[int] = []
     idle: list[int] = []

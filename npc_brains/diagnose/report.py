@@ -15,6 +15,8 @@ from npc_brains.diagnose.logs import Run
 # panels of the PNG: (key, title, horizontal threshold lines, log scale)
 PANELS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
     ("episode_return_mean", "episode return", (), False),
+    ("lr", "learning rate", (C.LR_HIGH, C.LR_LOW), True),
+    ("return_abs_mean", "mean |value target|", (C.RETURN_SCALE_WARN, C.RETURN_SCALE_FAIL), True),
     ("approx_kl", "approx KL", (C.KL_LIMIT,), True),
     ("clipfrac", "clip fraction", (C.CLIPFRAC_WARN, C.CLIPFRAC_FAIL), False),
     ("entropy", "entropy / log(valid actions)", (C.ENTROPY_WARN, C.ENTROPY_FAIL), False),
@@ -137,6 +139,8 @@ def write_png(run: Run, findings: list[C.Finding], path: Path) -> str | None:
             ax.axvspan(a - 0.5, b + 0.5, color=colour, alpha=0.6, lw=0)
         if log and (y > 0).all():
             ax.set_yscale("log")
+        elif log and (y > 0).any():  # zeros or rounding below 0 (a frozen policy's KL): log above the smallest
+            ax.set_yscale("symlog", linthresh=float(y[y > 0].min()))
         mark = f" [{status_by_key[key]}]" if key in status_by_key else ""
         ax.set_title(title + mark, fontsize=9)
         ax.tick_params(labelsize=7)

@@ -273,3 +273,16 @@ def test_loader_reads_rows_and_events(tmp_path: Path) -> None:
     run = load_run(tmp_path)
     assert len(run.rows) == 20 and run.events == events
     assert run.notes and "no checkpoint" in run.notes[0]
+
+
+def test_one_huge_kl_jump_fails() -> None:
+    rows = plant(healthy_rows(), "approx_kl", [44], 50.0)
+    f = finding(make_run(rows), "kl")
+    assert f.status == FAIL and 44 in f.updates and "update 44" in f.summary
+
+
+def test_agents_that_never_differentiate_warn_on_long_runs_only() -> None:
+    rows = plant(healthy_rows(), "sync_kl_mean", range(1, 121), 2e-4)
+    f = finding(make_run(rows), "homogenisation")
+    assert f.status == WARN and "never differentiated" in f.summary
+    assert finding(make_run(rows[:60]), "homogenisation").status == OK
