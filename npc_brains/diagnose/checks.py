@@ -183,7 +183,8 @@ def check_kl(run: Run) -> Finding:
                         f"approx_kl > rolling mean + {SPIKE_SIGMA:g} sigma and > {SPIKE_RATIO:g} x mean over the "
                         f"previous {ROLL} updates",
                 threshold=f"FAIL when the median exceeds {KL_LIMIT:g} (1.5 x {KL_TARGET:g}), over half the updates "
-                          f"do, or one update's KL exceeds {KL_JUMP:g} nat; WARN when over 10% of updates exceed {KL_LIMIT:g} or a spike occurs",
+                          f"do, or one update's KL exceeds {KL_JUMP:g} nat; WARN when over 10% of updates exceed "
+                          f"{KL_LIMIT:g} or a spike occurs",
                 keys=["approx_kl"], rank=6,
                 fix="Each update moves the policy too far: lower --lr (halve it), use fewer --epochs, or tighten "
                     "--clip; a spike after a rollback or a schedule change is a sign the step size is at its edge.")
@@ -557,8 +558,8 @@ def check_homogenisation(run: Run) -> Finding:
                         "against the peak it reached",
                 threshold=f"with more than {MANY_AGENTS} agents FAIL when the late median < {HOMOGENEOUS_KL:g} nats "
                           "after a peak 10x higher (personalities learned, then merged); WARN when it stays under "
-                          f"{HOMOGENEOUS_KL:g} over {HOMOGENEOUS_MIN_UPDATES} updates or more (never differentiated) or, with {MANY_AGENTS} agents or fewer, when "
-                          "it merged",
+                          f"{HOMOGENEOUS_KL:g} over {HOMOGENEOUS_MIN_UPDATES} updates or more (never differentiated) "
+                          f"or, with {MANY_AGENTS} agents or fewer, when it merged",
                 keys=["sync_kl_mean"], rank=13,
                 fix="The agents behave as one: above 8 agents raise the policy-constraint weight by 30-50% "
                     "(--constraint-many-agents, the seed's advice), keep --film on, add --trait-noise so "
