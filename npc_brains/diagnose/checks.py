@@ -393,7 +393,8 @@ def check_grad_norm(run: Run) -> Finding:
 def check_learning_rate(run: Run) -> Finding:
     meta = dict(formula=f"lr (this update's, after the schedule) against [{LR_LOW:g}, {LR_HIGH:g}]; a high rate "
                         f"counts as the cause when the policy moves too far (median approx_kl > {KL_LIMIT:g}, "
-                        f"median clipfrac > {CLIPFRAC_WARN:g}) or entropy collapses; a low rate when the policy "
+                        f"median clipfrac > {CLIPFRAC_WARN:g}) or entropy collapses (the kl or entropy check FAILs); "
+                        "a low rate when the policy "
                         "barely moves (median approx_kl < 1e-6) and the return does not improve",
                 threshold=f"FAIL: lr > {LR_HIGH:g} with a symptom; WARN: lr > {LR_HIGH:g} alone, or lr < {LR_LOW:g}, "
                           "or the policy does not move",
@@ -417,13 +418,20 @@ def check_learning_rate(run: Run) -> Finding:
     if kl.size:
         ev.append(f"median approx_kl {_fmt(kl_med)}, median clipfrac {_fmt(cf_med)}")
     if top > LR_HIGH:
+        symptoms = []
+        kl_f = check_kl(run)
+        if kl_f.status == FAIL:
+            symptoms.append("the policy moves too far per update")
+            ev.append(f"KL: {kl_f.summary}")
+        if cf_med > CLIPFRAC_WARN:
+            symptoms.append("most rows hit the clip")
         ent = check_entropy(run)
-        symptom = (kl_med > KL_LIMIT) or (cf_med > CLIPFRAC_WARN) or ent.status == FAIL
         if ent.status == FAIL:
+            symptoms.append("the entropy collapsed")
             ev.append(f"entropy: {ent.summary}")
-        status = FAIL if symptom else WARN
+        status = FAIL if symptoms else WARN
         return Finding("learning_rate", "Learning rate", status,
-                       f"learning rate too high: {_fmt(top)}" + (" and the policy moves too far" if symptom else ""),
+                       f"learning rate too high: {_fmt(top)}" + (f" ({', '.join(symptoms)})" if symptoms else ""),
                        ev, x[lr > LR_HIGH].tolist(), **meta)
     _, ret_y = run.epoch_returns()
     flat_return = ret_y.size < 4 or float(ret_y[ret_y.size // 2:].mean() - ret_y[: max(ret_y.size // 4, 1)].mean()) \
