@@ -511,6 +511,11 @@ def check_reward_collapse(run: Run) -> Finding:
         return Finding("reward_collapse", "Reward collapse", WARN,
                        f"a fall of {worst_rel:.0%} of the range between updates {peak_at} and {int(x[worst])}, "
                        "recovered", ev, span_updates, **meta)
+    if end_rel > DRAWDOWN_MAX:
+        ev.append(f"progress {_fmt(progress)} and fall {_fmt(float(fall[-1]))} against 3 x the epochs' noise "
+                  f"{_fmt(3 * noise_v)}")
+        return Finding("reward_collapse", "Reward collapse", OK,
+                       f"{end_rel:.0%} of the progress lost at the end, within the epochs' noise", ev, **meta)
     return Finding("reward_collapse", "Reward collapse", OK, f"{end_rel:.0%} of the progress lost at the end", ev,
                    **meta)
 

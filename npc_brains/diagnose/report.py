@@ -66,7 +66,8 @@ def markdown(run: Run, findings: list[C.Finding], png: str | None, png_note: str
         lines += [f"PNG panels skipped: {png_note}.", ""]
     lines += ["| status | check | finding |", "| --- | --- | --- |"]
     for f in findings:
-        lines.append(f"| {f.status} | [{f.title}](#{f.check}) | {f.summary} |")
+        title = f.title if f.status == C.SKIP else f"[{f.title}](#{f.check})"
+        lines.append(f"| {f.status} | {title} | {f.summary} |")
     lines.append("")
     for f in findings:
         if f.status == C.SKIP:
