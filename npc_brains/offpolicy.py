@@ -76,6 +76,7 @@ class OffPolicyTrainer:
             torch.set_num_threads(cfg.threads)
         torch.manual_seed(cfg.seed)
         self.progress, self.tensorboard = progress, tensorboard
+        self.metrics_listeners: list[Any] = []  # callables given every metrics row (MetricsWriter.listeners)
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         resume_ckpt = None
@@ -236,6 +237,7 @@ class OffPolicyTrainer:
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
         writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
+        writer.listeners.extend(self.metrics_listeners)
         from tqdm import tqdm
 
         bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",

@@ -716,17 +716,20 @@ def check_rollbacks(run: Run) -> Finding:
 
 
 def check_replay_staleness(run: Run) -> Finding:
-    meta = dict(formula="replay_old_frac = share of old (previous-batch) rows in each minibatch; replay_age = mean "
-                        "age in updates of the sampled transitions (off-policy learners)",
+    meta = dict(formula="replay_old_frac = share of old (previous-batch) rows in each minibatch; replay_age_mean "
+                        "(or replay_age) = mean age in gradient updates of the sampled transitions (off-policy "
+                        "learners)",
                 threshold=f"replay_old_frac: WARN over {REPLAY_OLD_WARN:g} (the seed's 7:3), FAIL over "
                           f"{REPLAY_OLD_FAIL:g}; replay_age: WARN when its median exceeds {REPLAY_AGE_WARN:g} updates "
                           "and it keeps growing",
-                keys=["replay_old_frac", "replay_age"], rank=4,
+                keys=["replay_old_frac", "replay_age_mean", "replay_age"], rank=4,
                 fix="The learner trains on data from policies long gone (the seed's second cause of a late reward "
                     "drop): lower the old-sample share (--replay-old-frac 0.3 at most), shrink the replay buffer, "
                     "or raise the number of fresh transitions per update.")
     xo, old = run.series("replay_old_frac")
-    xa, age = run.series("replay_age")
+    xa, age = run.series("replay_age_mean")
+    if age.size == 0:
+        xa, age = run.series("replay_age")
     if old.size == 0 and age.size == 0:
         frac = run.config.get("replay_old_frac")
         if frac:

@@ -27,7 +27,7 @@ PANELS: tuple[tuple[str, str, tuple[float, ...], bool], ...] = (
     ("grad_conflict", "gradient conflict", (C.CONFLICT_MIN,), False),
     ("sync_kl_mean", "KL between agents", (C.HOMOGENEOUS_KL,), True),
     ("q_mean", "mean Q", (), False),
-    ("replay_age", "replay age (updates)", (C.REPLAY_AGE_WARN,), False),
+    ("replay_age_mean", "replay age (updates)", (C.REPLAY_AGE_WARN,), False),
 )
 
 

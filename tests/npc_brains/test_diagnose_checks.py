@@ -48,7 +48,7 @@ def healthy_rows(n: int = N_UPDATES, seed: int = 0, off_policy: bool = False) ->
             row["cooperation"] = noisy(0.25, 0.1)
         if off_policy:
             row.update(q_mean=ret * 0.5 + 0.2 * rng.standard_normal(), q_max=abs(ret) * 0.8 + 1.0,
-                       td_error=noisy(0.5, 0.1), replay_age=noisy(5.0, 0.1), replay_old_frac=0.2)
+                       td_error=noisy(0.5, 0.1), replay_age_mean=noisy(5.0, 0.1), replay_old_frac=0.2)
         rows.append(row)
     return rows
 
@@ -236,7 +236,7 @@ def test_replay_staleness() -> None:
     rows = plant(healthy_rows(off_policy=True), "replay_old_frac", range(1, 121), 0.6)
     f = finding(make_run(rows), "replay_staleness")
     assert f.status == FAIL and "0.6" in f.evidence[0]
-    rows = plant(healthy_rows(off_policy=True), "replay_age", range(1, 121), lambda r: 2.0 * r["update"] + 50)
+    rows = plant(healthy_rows(off_policy=True), "replay_age_mean", range(1, 121), lambda r: 2.0 * r["update"] + 50)
     f = finding(make_run(rows), "replay_staleness")
     assert f.status == WARN and "growing" in f.evidence[-1] and 120 in f.updates
 
