@@ -105,9 +105,11 @@ def run_config(algo: str, seed: int, args: argparse.Namespace, run_dir: Path) ->
     """What `village train --world W --algo A --seed S --steps N --threads 1 ...` would train."""
     from npc_brains.config import config_from_dict
 
+    # collector "thread": the same batches as a collector process (tested bit-identical), without a child
+    # process per run that a loaded machine may not start in time
     flags: dict[str, Any] = {"world": args.world, "algo": algo, "seed": seed, "steps": args.steps,
                              "run_dir": str(run_dir), "device": args.device, "threads": 1,
-                             "checkpoint_every": 1_000_000}
+                             "checkpoint_every": 1_000_000, "collector": "thread"}
     if algo in ("qmix", "maddpg") and args.batch_episodes:
         flags["batch_episodes"] = args.batch_episodes
     for item in args.train_args:  # key=value pairs in TOML syntax
@@ -125,16 +127,34 @@ def train_run(algo: str, seed: int, args: argparse.Namespace, out: Path) -> dict
     from npc_brains.algorithms import make_trainer
 
     run_dir = out / "runs" / f"{algo}-s{seed}"
-    shutil.rmtree(run_dir, ignore_errors=True)
+    done = run_dir / "result.json"
+    if args.reuse and done.is_file():
+        result = json.loads(done.read_text())
+        if result.get("steps") == args.steps and result.get("eval_episodes") == args.eval_episodes:
+            return result
     start = time.perf_counter()
-    make_trainer(run_config(algo, seed, args, run_dir), tensorboard=False).train()
+    finished = args.reuse and (run_dir / "policy.pt").is_file() and _last_step(run_dir) >= args.steps
+    if not finished:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        make_trainer(run_config(algo, seed, args, run_dir), tensorboard=False).train()
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
     curve = [(r["step"], r["episode_return_mean"]) for r in rows
              if "event" not in r and r.get("episode_return_mean") is not None]
     train_s = time.perf_counter() - start
     win, ret = evaluate(policy_chooser(run_dir / "policy.pt"), args.world, args.eval_episodes, EVAL_SEED + seed)
     (run_dir / "checkpoints" / "last.pt").unlink(missing_ok=True)  # the replay makes these large
-    return {"algo": algo, "seed": seed, "win_rate": win, "return": ret, "curve": curve, "train_s": train_s}
+    result = {"algo": algo, "seed": seed, "win_rate": win, "return": ret, "curve": curve, "train_s": train_s,
+              "steps": args.steps, "eval_episodes": args.eval_episodes, "reused": bool(finished)}
+    done.write_text(json.dumps(result))
+    return result
+
+
+def _last_step(run_dir: Path) -> int:
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return 0
+    steps = [json.loads(line).get("step", 0) for line in path.read_text().splitlines() if line.strip()]
+    return max(steps, default=0)
 
 
 def _worker_init() -> None:
@@ -259,6 +279,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="qmix/maddpg episodes per gradient step (0 = their default, 32)")
     parser.add_argument("--out", default="runs/seed_table", help="directory for runs/, table.md, summary.json, "
                                                                  "curves.png")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the runs in --out that already finished with the same --steps (their metrics "
+                             "and policy.pt) and train only the missing ones")
     parser.add_argument("--quick", action="store_true", help="CPU smoke run: 2 seeds, 1,536 steps, 10 episodes")
     parser.add_argument("--train-args", default="", help="extra training options for every run, quoted, as "
                                                          "KEY=VALUE pairs (TOML values): 'lr=1e-3 hidden=64'")
@@ -281,21 +304,31 @@ def main(argv: list[str] | None = None) -> int:
 
     jobs = [(a, s) for s in range(args.seeds) for a in algos]
     runs: list[dict[str, Any]] = []
+    failed: list[str] = []
     # worker processes (spawned: nothing of this process's state is shared) each import torch once
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(args.jobs, mp_context=context, initializer=_worker_init) as pool, \
             tqdm(total=len(jobs), unit="run", desc="seed table") as bar:
         futures = {pool.submit(train_run, a, s, args, out): (a, s) for a, s in jobs}
         for fut in as_completed(futures):
-            runs.append(fut.result())
+            algo, seed = futures[fut]
+            try:
+                runs.append(fut.result())
+            except Exception as exc:  # noqa: BLE001 (one failed run is reported, the others still count)
+                failed.append(f"{algo} seed {seed}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                print(f"seed_table: {failed[-1]}", file=sys.stderr)
+            else:
+                bar.set_postfix_str(f"{algo} s{seed}: win {runs[-1]['win_rate']:.2f}")
             bar.update(1)
-            bar.set_postfix_str(f"{runs[-1]['algo']} s{runs[-1]['seed']}: win {runs[-1]['win_rate']:.2f}")
     refs = references(args.world, args.eval_episodes, EVAL_SEED)
     summary = aggregate(runs, algos, args.steps, refs["random"]["return"])
     summary.update(world=args.world, steps=args.steps, runs_per_algo=args.seeds, eval_episodes=args.eval_episodes,
                    wall_s=time.perf_counter() - start, references=refs, command=command,
                    train_seconds={f"{r['algo']}-s{r['seed']}": r["train_s"] for r in runs})
+    summary["failed"] = failed
     table = markdown(summary, refs, command)
+    if failed:
+        table += "\nFailed runs (left out): " + "; ".join(failed) + "\n"
     (out / "table.md").write_text(table)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     plot(summary, out / "curves.png")

@@ -51,6 +51,8 @@ class Batch:
     seconds: float = 0.0
     # rows cut by the time limit while alive: step t, row r, their final observation and village state
     truncated: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    # per finished episode, whether it was won (envs with a win condition: info["episode_wins"])
+    episode_wins: list[np.ndarray] = field(default_factory=list)
 
 
 class Cancelled(Exception):
@@ -155,6 +157,7 @@ class Collector:
         rew_b, done_b, alive_b, state_b = out["rewards"], out["dones"], out["alive"], out["state"]
         probs_b = out["probs"] if store_probs else None
         finished: list[np.ndarray] = []
+        wins: list[np.ndarray] = []
         cut: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # (t, rows, final obs, final state)
         with torch.no_grad():
             for t in range(T):
@@ -189,6 +192,8 @@ class Collector:
                 done_b[t] = torch.from_numpy(np.asarray(term) | np.asarray(trunc)).to(dev)
                 if "episode_returns" in self.info:
                     finished.append(np.asarray(self.info["episode_returns"], np.float64))
+                if "episode_wins" in self.info:
+                    wins.append(np.asarray(self.info["episode_wins"], bool))
                 alive_now = self.info["alive"]
                 if self.cond_index.size and alive_now.any():
                     self.cond_table[alive_now] = self.obs[alive_now][:, self.cond_index]
@@ -202,7 +207,7 @@ class Collector:
                      torch.from_numpy(self.obs).to(dev),
                      torch.from_numpy(np.asarray(self.info["state"], np.float32)).to(dev),
                      torch.from_numpy(self.cond_table.copy()).to(dev), probs_b, finished,
-                     time.perf_counter() - start, truncated)
+                     time.perf_counter() - start, truncated, wins)
 
 
 PARENT_CHECK_S = 1.0  # how often an idle collector process checks that its parent is still there
@@ -280,7 +285,7 @@ def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainCo
         try:
             conn.send(("batch", batch.next_obs.numpy().copy(), batch.next_state.numpy().copy(),
                        batch.cond_table.numpy(), batch.episode_returns, batch.seconds, truncated,
-                       collector.rng_state()))
+                       collector.rng_state(), batch.episode_wins))
         except (BrokenPipeError, OSError):  # the parent is gone (kill -9): nobody to tell
             return
 
@@ -298,14 +303,15 @@ class PendingBatch:
     def result(self) -> Batch:
         if self._batch is None:
             reply = self.owner.reply("batch")
-            next_obs, next_state, cond_table, returns, seconds, truncated, rng_state = reply[1:]
+            next_obs, next_state, cond_table, returns, seconds, truncated, rng_state, wins = reply[1:]
             self.owner.last_rng_state = rng_state
             buf = self.owner.buffers[self.slot]
             self._batch = Batch(buf["obs"], buf["mask"], buf["actions"], buf["logp"], buf["rewards"],
                                 buf["dones"], buf["alive"], buf["state"], torch.from_numpy(next_obs),
                                 torch.from_numpy(next_state), torch.from_numpy(cond_table),
                                 buf["probs"] if self.store_probs else None, returns, seconds,
-                                None if truncated is None else tuple(torch.from_numpy(t) for t in truncated))
+                                None if truncated is None else tuple(torch.from_numpy(t) for t in truncated),
+                                wins)
             self.owner.pending = None
         return self._batch
 

@@ -161,6 +161,7 @@ class RolloutWorker:
         out: dict[str, Any] = {k: getattr(batch, k).numpy() for k in ROLLOUT_KEYS if getattr(batch, k) is not None}
         out.update(next_obs=batch.next_obs.numpy(), next_state=batch.next_state.numpy(),
                    cond_table=batch.cond_table.numpy(), episode_returns=batch.episode_returns,
+                   episode_wins=batch.episode_wins,
                    seconds=batch.seconds, rng_state=self.collector.rng_state().numpy(),
                    truncated=None if batch.truncated is None else tuple(t.numpy() for t in batch.truncated))
         return out
@@ -183,9 +184,11 @@ def join_parts(parts: Sequence[dict[str, Any]], rows_per_worker: int, device: to
                      torch.from_numpy(np.concatenate([c[2] for _, c in cuts])).to(device),
                      torch.from_numpy(np.concatenate([c[3] for _, c in cuts])).to(device))
     returns = [np.asarray(r) for p in parts for r in p["episode_returns"]]
+    wins = [np.asarray(w) for p in parts for w in p.get("episode_wins", [])]
     return Batch(roll["obs"], roll["mask"], roll["actions"], roll["logp"], roll["rewards"], roll["dones"],
                  roll["alive"], roll["state"], joined("next_obs", 0), joined("next_state", 0),
-                 joined("cond_table", 0), roll.get("probs"), returns, max(p["seconds"] for p in parts), truncated)
+                 joined("cond_table", 0), roll.get("probs"), returns, max(p["seconds"] for p in parts), truncated,
+                 wins)
 
 
 class RayPending:

@@ -904,6 +904,8 @@ class Trainer:
                     row["episodes"] = int(finished.size)
                 else:
                     row["episodes"] = 0
+                if batch.episode_wins:  # a world with a win condition (engine.tasks)
+                    row["win_rate"] = float(np.concatenate(batch.episode_wins).mean())
                 row["episode_return_mean"] = self.last_return
                 elapsed = time.perf_counter() - t0
                 row["sps"] = self.rows_per_update / max(elapsed, 1e-9)

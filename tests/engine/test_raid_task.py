@@ -95,3 +95,17 @@ def test_calibration_random_rarely_wins_an_attacking_rule_mostly_does():
     attack_wins, attack_return = _win_rate(env, attacker, 120)
     assert random_wins < 0.10
     assert attack_wins > 0.5 and attack_return > random_return
+
+
+@pytest.mark.parametrize(("algo", "options"), [("drmas", {"collector": "process", "rollout": 48}),
+                                               ("ippo", {"rollout": 48}), ("qmix", {"batch_episodes": 1})])
+def test_training_metrics_carry_the_win_rate(tmp_path, algo, options):
+    from npc_brains.algorithms import make_trainer
+    from npc_brains.metrics import read_metrics
+
+    cfg = TrainConfig(world="raid-defence-v1", algo=algo, steps=3 * 384, envs=1, device="cpu", hidden=16,
+                      intent_dim=8, run_dir=str(tmp_path), **options)
+    make_trainer(cfg, tensorboard=False).train()
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "event" not in r]
+    rates = [r["win_rate"] for r in rows if "win_rate" in r]
+    assert len(rates) == 3 and all(0.0 <= w <= 1.0 for w in rates)
