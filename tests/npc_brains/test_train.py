@@ -158,8 +158,8 @@ def test_env_with_continuous_actions_is_refused(tmp_path):
 
 
 def test_config_errors_name_the_field():
-    with pytest.raises(ConfigError, match="algo: expected one of ippo, mappo, drmas"):
-        TrainConfig(algo="qmix")
+    with pytest.raises(ConfigError, match="algo: expected one of ippo, mappo, drmas, qmix, maddpg, got 'vibes'"):
+        TrainConfig(algo="vibes")
     with pytest.raises(ConfigError, match="unknown option 'learning_rate'"):
         config_from_dict({"learning_rate": 1e-3})
     with pytest.raises(ConfigError, match="rollback_on"):
