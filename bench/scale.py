@@ -35,7 +35,8 @@ def run_row(workers: int, args: argparse.Namespace) -> dict:
         rows_per_village = probe.N * probe.T
         villages = args.envs_per_worker * max(workers, 1)
         cfg = TrainConfig(steps=villages * rows_per_village * args.updates, **base)
-        options = RayOptions(address=args.ray, workers=workers, cpus_per_worker=args.cpus_per_worker) if workers \
+        options = RayOptions(address=args.ray, workers=workers, envs_per_worker=args.envs_per_worker,
+                             cpus_per_worker=args.cpus_per_worker) if workers \
             else None
         trainer = Trainer(cfg, tensorboard=False, ray=options)
         result = trainer.train()  # its clock starts once the workers (or the child) are up
