@@ -175,10 +175,36 @@ class OffPolicyTrainer:
                 "env": env_description(self.env), "model": model}
 
     def save(self, final: bool = False) -> Path:
-        path = save_checkpoint(self.ckpt_dir / "last.pt", self._state_dict())
+        path = self._write(self.ckpt_dir / "last.pt", self._state_dict)
         if final:
-            save_checkpoint(self.run_dir / "policy.pt", self.policy_payload())
+            self._write(self.run_dir / "policy.pt", self.policy_payload)
         return path
+
+    def _write(self, path: Path, payload: Any) -> Path:
+        from npc_brains.trainer import WriteFailed
+
+        try:
+            return save_checkpoint(path, payload())
+        except OSError as exc:
+            raise WriteFailed(path, exc) from None
+
+    def _salvage(self, failure: Exception) -> str:
+        """After a failed write, save what still can be (the checkpoint, then the policy) and say which (as
+        the PPO family's trainer does)."""
+        from npc_brains.trainer import WriteFailed
+
+        saved, lost = [], []
+        for path, payload in ((self.ckpt_dir / "last.pt", self._state_dict),
+                              (self.run_dir / "policy.pt", self.policy_payload)):
+            try:
+                self._write(path, payload)
+                saved.append(str(path))
+            except WriteFailed:
+                lost.append(str(path))
+        outcome = f"saved {' and '.join(saved)} at step {self.global_step}" if saved else "nothing could be saved"
+        if saved and lost:
+            outcome += f" ({' and '.join(lost)} could not be written)"
+        return f"{failure}; {outcome}"
 
     # ------------------------------------------------------------------ one round
     def epsilon(self) -> float:
@@ -242,9 +268,12 @@ class OffPolicyTrainer:
 
         bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",
                    unit_scale=True, dynamic_ncols=True, disable=not self.progress, desc=cfg.algo)
+        from npc_brains.trainer import RunWriteError, WriteFailed
+
         start = time.perf_counter()
         start_step = self.global_step
         interrupted = False
+        failure: WriteFailed | None = None
         try:
             while self.update < self.total_updates:
                 t0 = time.perf_counter()
@@ -270,7 +299,10 @@ class OffPolicyTrainer:
                            update_s=elapsed - t_collect, epsilon=self.epsilon() if cfg.algo == "qmix" else None,
                            replay_size=self.replay.size, replay_episodes_added=self.replay.added)
                 row.update(stats)
-                writer.write(row)
+                try:
+                    writer.write(row)
+                except OSError as exc:
+                    raise WriteFailed(writer.path, exc) from None
                 if self.update % cfg.checkpoint_every == 0 or self.update == self.total_updates:
                     self.save(final=self.update == self.total_updates)
                 bar.update(self.rows_per_update)
@@ -278,11 +310,18 @@ class OffPolicyTrainer:
                                 q=f"{stats.get('q_mean', float('nan')):.2f}", refresh=False)
         except KeyboardInterrupt:
             interrupted = True
-            self.save(final=True)
+            try:
+                self.save(final=True)
+            except WriteFailed as exc:
+                failure = exc
+        except WriteFailed as exc:
+            failure = exc
         finally:
             bar.close()
             writer.close()
         seconds = time.perf_counter() - start
+        if failure is not None:
+            raise RunWriteError(self._salvage(failure))
         return Result(self.run_dir, self.global_step - start_step, self.update, seconds, interrupted,
                       self.last_return, 0, self.last_win)
 

@@ -142,3 +142,32 @@ def test_qmix_kill_9_then_resume(tmp_path, capsys, monkeypatch):
 
     monkeypatch.chdir(ROOT)
     kill_9_then_resume(tmp_path, lambda *a: run_village_train(capsys, *a), "qmix")
+
+
+def test_a_checkpoint_write_that_fails_is_one_line_and_saves_what_it_can(tmp_path, capsys, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    import npc_brains.offpolicy as offpolicy
+    from npc_brains.checkpoint import load_checkpoint
+    from tests.npc_brains.offpolicy_helpers import ROOT, TINY, run_village_train
+
+    monkeypatch.chdir(ROOT)
+    real = offpolicy.save_checkpoint
+    calls = {"last.pt": 0}
+
+    def disk_full_on_the_second_checkpoint(path, payload):
+        if Path(path).name == "last.pt":
+            calls["last.pt"] += 1
+            if calls["last.pt"] == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, payload)
+
+    monkeypatch.setattr(offpolicy, "save_checkpoint", disk_full_on_the_second_checkpoint)
+    code, err = run_village_train(capsys, "--env", TINY, "--algo", "qmix", "--steps", "400", "--envs", "2",
+                                  "--batch-episodes", "2", "--hidden", "16", "--checkpoint-every", "1",
+                                  "--run-dir", str(tmp_path), "--no-progress")
+    assert code == 2 and "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    assert "last.pt: No space left on device" in line and "saved" in line and "policy.pt" in line
+    assert load_checkpoint(tmp_path / "policy.pt")["kind"] == "policy"
