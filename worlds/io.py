@@ -90,10 +90,13 @@ def load_world(path_or_id: str | os.PathLike[str]) -> WorldSpec:
     source = str(path)
     try:
         size = path.stat().st_size
-        if size > MAX_WORLD_FILE_BYTES:
-            raise WorldError(f"expected a world file of at most {MAX_WORLD_FILE_BYTES // (1024 * 1024)} MiB, got "
-                             f"{size / (1024 * 1024):.1f} MiB (at most {MAX_NPCS} NPCs; docs/world-format.md)",
-                             source=source)
+    except (OSError, ValueError):  # a file that cannot be read is reported just below
+        size = 0
+    if size > MAX_WORLD_FILE_BYTES:
+        raise WorldError(f"expected a world file of at most {MAX_WORLD_FILE_BYTES // (1024 * 1024)} MiB, got "
+                         f"{size / (1024 * 1024):.1f} MiB (at most {MAX_NPCS:,} NPCs; docs/world-format.md)",
+                         source=source)
+    try:
         raw = path.read_bytes()
     except FileNotFoundError:
         raise WorldError(f"no such world file (bundled worlds: {_bundled_list()})", source=source) from None
