@@ -47,7 +47,7 @@ def ws_server(tmp_path_factory):
 
 def _godot(tmp_path, args: list[str], **env: str) -> subprocess.CompletedProcess:
     environ = dict(os.environ, HOME=str(tmp_path), LANG="C.UTF-8", **env)
-    return subprocess.run([GODOT, "--path", str(PROJECT), *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([GODOT, "--path", str(PROJECT), *args], capture_output=True, text=True, timeout=300,
                           env=environ)
 
 
@@ -55,7 +55,8 @@ def test_addon_in_headless_godot(ws_server, tmp_path):
     cases = tmp_path / "cases.txt"
     cases.write_text("".join(f"{k} {msgpack.packb(v, use_bin_type=True).hex()}\n" for k, v in CODEC_CASES.items()))
     out = _godot(tmp_path, ["-s", "res://tests/run_tests.gd"], VILLAGE_CODEC_CASES=str(cases),
-                 VILLAGE_WS_URL=ws_server.endpoint, VILLAGE_WORLD=str(WORLD), VILLAGE_BENCH_N="200")
+                 VILLAGE_WS_URL=ws_server.endpoint, VILLAGE_WORLD=str(WORLD), VILLAGE_BENCH_N="50",
+                 VILLAGE_WATCHDOG_S="240")
     text = out.stdout
     encoded = dict(re.findall(r"^CODEC_ENC (\S+) ([0-9a-f]*)$", text, re.M))
     decoded = dict(re.findall(r"^CODEC_DEC (\S+) (.*)$", text, re.M))

@@ -20,8 +20,10 @@ func _initialize() -> void:
 
 
 func _idle(_delta: float) -> bool:
-	if OS.get_ticks_msec() - started_ms > 90000:
-		print("FAIL watchdog: the test did not finish within 90 s")
+	# a bound, not a speed check: a loaded CI machine may take minutes (VILLAGE_WATCHDOG_S overrides it)
+	var limit_s := int(OS.get_environment("VILLAGE_WATCHDOG_S")) if OS.has_environment("VILLAGE_WATCHDOG_S") else 240
+	if OS.get_ticks_msec() - started_ms > limit_s * 1000:
+		print("FAIL watchdog: the test did not finish within %d s" % limit_s)
 		quit(1)
 	return false
 
