@@ -21,8 +21,11 @@ def _imports(package: str) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            graph[module] |= {n for n in names if n in modules and n != module and n != package}
+                submodules = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules]
+                # `from pkg import sub` needs the module sub; `from pkg import name` needs pkg itself
+                names = submodules if len(submodules) == len(node.names) else [node.module, *submodules]
+            # a module's own parent packages are imported before it whatever it says: not an edge
+            graph[module] |= {n for n in names if n in modules and n != module and not module.startswith(n + ".")}
     return graph
 
 
