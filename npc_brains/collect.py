@@ -243,7 +243,7 @@ class CollectorProcessError(RuntimeError):
 
 def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainConfig, spec: dict, seed: int,
                        rollout: int, bootstrap_truncated: bool, buffers: list[dict[str, torch.Tensor]], stop: Any,
-                       rng_state: torch.Tensor) -> None:
+                       rng_state: np.ndarray) -> None:
     """The child's loop: build the env and a Collector, then fill the shared buffers on request."""
     # the child was handed the parent's end of the pipe too; closed, the pipe ends when the parent does
     parent_end.close()
@@ -256,7 +256,7 @@ def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainCo
         collector = Collector(make_flat_env(cfg), Actor(NetSpec.from_dict(spec)), torch.device("cpu"), seed,
                               rollout, bootstrap_truncated)
         collector.stop = stop
-        collector.generator.set_state(rng_state)
+        collector.generator.set_state(torch.from_numpy(rng_state))
     except BaseException:  # whatever failed, the parent reports it
         conn.send(("error", traceback.format_exc()))
         return
@@ -285,7 +285,7 @@ def _collector_process(conn: Any, parent_end: Any, parent_pid: int, cfg: TrainCo
         try:
             conn.send(("batch", batch.next_obs.numpy().copy(), batch.next_state.numpy().copy(),
                        batch.cond_table.numpy(), batch.episode_returns, batch.seconds, truncated,
-                       collector.rng_state(), batch.episode_wins))
+                       collector.rng_state().numpy().copy(), batch.episode_wins))
         except (BrokenPipeError, OSError):  # the parent is gone (kill -9): nobody to tell
             return
 
@@ -304,7 +304,7 @@ class PendingBatch:
         if self._batch is None:
             reply = self.owner.reply("batch")
             next_obs, next_state, cond_table, returns, seconds, truncated, rng_state, wins = reply[1:]
-            self.owner.last_rng_state = rng_state
+            self.owner.last_rng_state = torch.from_numpy(rng_state)
             buf = self.owner.buffers[self.slot]
             self._batch = Batch(buf["obs"], buf["mask"], buf["actions"], buf["logp"], buf["rewards"],
                                 buf["dones"], buf["alive"], buf["state"], torch.from_numpy(next_obs),
@@ -335,7 +335,10 @@ class ProcessCollector:
         self.conn, child = ctx.Pipe()
         self.process = ctx.Process(target=_collector_process, name="collector", daemon=True,
                                    args=(child, self.conn, os.getpid(), cfg, actor.spec.to_dict(), seed, rollout,
-                                         bootstrap_truncated, self.buffers, self.stop, rng_state))
+                                         bootstrap_truncated, self.buffers, self.stop,
+                                         # plain bytes: a tensor in a message travels as a file descriptor that the
+                                         # receiver fetches from the sender's fd server, which may already be gone
+                                         rng_state.numpy().copy()))
         self.process.start()
         child.close()
         self.pending: PendingBatch | None = None
