@@ -12,32 +12,14 @@ import torch
 
 ray = pytest.importorskip("ray")
 
-from npc_brains.config import TrainConfig  # noqa: E402
 from npc_brains.distributed import RayCollector, RayOptions  # noqa: E402
 from npc_brains.metrics import read_metrics  # noqa: E402
 from npc_brains.trainer import Trainer  # noqa: E402
-
-# fractional CPUs: two workers and the evaluation actors fit in the module's 2 CPUs
-OPTIONS = dict(address="local", cpus_per_worker=0.5)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, object_store_memory=150 * 2**20, include_dashboard=False, log_to_driver=False,
-             logging_level="ERROR")
-    yield
-    ray.shutdown()
-
-
-def _cfg(run_dir, **kw):
-    base = dict(world="village-v1", algo="drmas", envs=2, rollout=8, steps=2 * 12 * 8 * 4, device="cpu", seed=3,
-                run_dir=str(run_dir), checkpoint_every=1)
-    base.update(kw)
-    return TrainConfig(**base)
+from tests.npc_brains.ray_helpers import OPTIONS, local_ray, ray_cfg  # noqa: E402, F401
 
 
 def test_two_workers_collect_one_batch_in_the_trainers_layout_and_hold_the_learners_weights(tmp_path):
-    trainer = Trainer(_cfg(tmp_path, envs=1), tensorboard=False, ray=RayOptions(workers=2, **OPTIONS))
+    trainer = Trainer(ray_cfg(tmp_path, envs=1), tensorboard=False, ray=RayOptions(workers=2, **OPTIONS))
     assert trainer.collector_kind == "ray" and trainer.B == 2  # one village per worker
     collector = trainer._start_rollouts()
     try:
@@ -59,7 +41,7 @@ def test_two_workers_collect_one_batch_in_the_trainers_layout_and_hold_the_learn
 
 
 def test_a_killed_worker_is_restarted_and_training_goes_on(tmp_path):
-    trainer = Trainer(_cfg(tmp_path, envs=1, steps=2 * 12 * 8 * 6), tensorboard=False,
+    trainer = Trainer(ray_cfg(tmp_path, envs=1, steps=2 * 12 * 8 * 6), tensorboard=False,
                       ray=RayOptions(workers=2, **OPTIONS))
     real_learn = trainer.learn
 
@@ -78,7 +60,7 @@ def test_a_killed_worker_is_restarted_and_training_goes_on(tmp_path):
 
 
 def test_resume_with_ray(tmp_path):
-    cfg = _cfg(tmp_path, envs=1, steps=2 * 12 * 8 * 2)
+    cfg = ray_cfg(tmp_path, envs=1, steps=2 * 12 * 8 * 2)
     Trainer(cfg, tensorboard=False, ray=RayOptions(workers=2, **OPTIONS)).train()
     longer = dataclasses.replace(cfg, steps=2 * 12 * 8 * 4)
     trainer = Trainer(longer, tensorboard=False, resume=tmp_path / "checkpoints" / "last.pt",

@@ -17,38 +17,20 @@ import torch
 ray = pytest.importorskip("ray")
 
 from npc_brains.collect import Collector  # noqa: E402
-from npc_brains.config import TrainConfig  # noqa: E402
 from npc_brains.distributed import RayOptions  # noqa: E402
 from npc_brains.metrics import read_metrics  # noqa: E402
 from npc_brains.trainer import Trainer  # noqa: E402
+from tests.npc_brains.ray_helpers import OPTIONS, local_ray, ray_cfg  # noqa: E402, F401
 from village.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 TINY = "tests.npc_brains.tiny_env:make_env"
-OPTIONS = dict(address="local", cpus_per_worker=0.5)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def local_ray():
-    ray.init(num_cpus=2, object_store_memory=150 * 2**20, include_dashboard=False, log_to_driver=False,
-             logging_level="ERROR")
-    yield
-    ray.shutdown()
-
-
-def _cfg(run_dir, **kw):
-    base = dict(world="village-v1", algo="drmas", envs=2, rollout=8, steps=2 * 12 * 8 * 4, device="cpu", seed=3,
-                run_dir=str(run_dir), checkpoint_every=1)
-    base.update(kw)
-    return TrainConfig(**base)
-
-
 def test_one_worker_collects_the_in_process_batches_and_k_workers_repeat_theirs(tmp_path):
-    thread = Trainer(_cfg(tmp_path / "t"), tensorboard=False)
+    thread = Trainer(ray_cfg(tmp_path / "t"), tensorboard=False)
     local = Collector(thread.env, thread.brain.actor, torch.device("cpu"), thread._env_seed, 8, False)
     expected = [local.collect(True) for _ in range(2)]
-    one = Trainer(_cfg(tmp_path / "r"), tensorboard=False, ray=RayOptions(workers=1, **OPTIONS))
+    one = Trainer(ray_cfg(tmp_path / "r"), tensorboard=False, ray=RayOptions(workers=1, **OPTIONS))
     collector = one._start_rollouts()
     try:
         got = [collector.collect(True) for _ in range(2)]
@@ -60,7 +42,7 @@ def test_one_worker_collects_the_in_process_batches_and_k_workers_repeat_theirs(
         assert torch.equal(a.next_obs, b.next_obs) and torch.equal(a.cond_table, b.cond_table)
     runs = []
     for name in ("a", "b"):
-        trainer = Trainer(_cfg(tmp_path / name, envs=1), tensorboard=False, ray=RayOptions(workers=2, **OPTIONS))
+        trainer = Trainer(ray_cfg(tmp_path / name, envs=1), tensorboard=False, ray=RayOptions(workers=2, **OPTIONS))
         collector = trainer._start_rollouts()
         try:
             runs.append([collector.collect(False).actions for _ in range(2)])
@@ -93,7 +75,7 @@ def test_cli_train_and_eval_with_ray(tmp_path, capsys, monkeypatch):
 def test_one_worker_trains_the_in_process_run(tmp_path):
     weights = []
     for name, options in (("thread", None), ("ray", RayOptions(workers=1, **OPTIONS))):
-        trainer = Trainer(_cfg(tmp_path / name, collector="thread" if options is None else "auto"),
+        trainer = Trainer(ray_cfg(tmp_path / name, collector="thread" if options is None else "auto"),
                           tensorboard=False, ray=options)
         trainer.train()
         weights.append(trainer.brain.state_dict())
