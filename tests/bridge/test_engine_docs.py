@@ -46,7 +46,7 @@ def _check(out: subprocess.CompletedProcess, *, mourner_target: str | None = "Al
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     lines = re.findall(r"^(\w+) (\w+) (\S+)$", out.stdout, re.M)
     reactions = [(npc, r, t) for npc, r, t in lines if r in REACTION_NAMES]
-    assert reactions, out.stdout[-2000:]
+    assert reactions, out.stdout[-2000:] + out.stderr[-2000:]
     for _, reaction, target in reactions:
         if reaction == "mourning" and mourner_target:
             assert target == mourner_target
