@@ -89,15 +89,19 @@ class _Ops:
     def _configure(self, endpoint: str, timeout: float, retries: int, curve: CurveKeys | None,
                    limits: P.Limits | None, context: Any, make_context: Any) -> None:
         """Connection settings shared by the sync and asyncio clients."""
+        self._settings(endpoint, timeout, retries, limits)
+        self.curve = curve
+        self._own_ctx = context is None
+        self.ctx = context or make_context()
+
+    def _settings(self, endpoint: str, timeout: float, retries: int, limits: P.Limits | None) -> None:
+        """What every client of every door has: endpoint, retry policy, limits, request ids unique to it."""
         if timeout <= 0 or retries < 0:
             raise ValueError("timeout must be > 0 and retries >= 0")
         self.endpoint = endpoint
         self.timeout = timeout
         self.retries = retries
-        self.curve = curve
         self.limits = limits or P.Limits()
-        self._own_ctx = context is None
-        self.ctx = context or make_context()
         self._prefix = secrets.token_hex(4)
         self._seq = itertools.count(1)
         self.reconnects = 0

@@ -20,21 +20,10 @@ from bridge.client import BridgeClient, BridgeError, BridgeTimeout, result_of
 class WsBridgeClient(BridgeClient):
     def __init__(self, url: str, *, token: str | None = None, json: bool = False, timeout: float = 5.0,
                  retries: int = 3, origin: str | None = None, limits: P.Limits | None = None):
-        if timeout <= 0 or retries < 0:
-            raise ValueError("timeout must be > 0 and retries >= 0")
-        import itertools
-        import secrets
-
-        self.endpoint = url
+        self._settings(url, timeout, retries, limits)
         self.token = token
         self.json = json
         self.origin = origin
-        self.timeout = timeout
-        self.retries = retries
-        self.limits = limits or P.Limits()
-        self._prefix = secrets.token_hex(4)
-        self._seq = itertools.count(1)
-        self.reconnects = 0
         self.ws: Any = None
         self._connect()
 
