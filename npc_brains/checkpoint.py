@@ -39,10 +39,17 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     data[CHECKSUM_KEY] = tensors_checksum(data)
     buf = io.BytesIO()
     torch.save(data, buf)
+    return write_atomically(p, buf.getbuffer())
+
+
+def write_atomically(path: str | Path, data: bytes | memoryview) -> Path:
+    """Write `data` to `path` so that a crash leaves the old file or the new one, never a torn one: a temporary file
+    in the same folder, fsynced, then renamed over the target."""
+    p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(buf.getbuffer())
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

@@ -14,13 +14,12 @@ extra and are imported only here, only when asked for.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from npc_brains.checkpoint import write_atomically
 from npc_brains.policy_api import PolicyOutput
 
 DEFAULT_OPSET = 15
@@ -128,17 +127,7 @@ def export_onnx(policy: Any, out: str | Path, opset: int = DEFAULT_OPSET) -> Pat
     out = Path(out)
     if out.parent and not out.parent.is_dir():
         raise ExportError(f"--onnx {out}: the directory {out.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return out
+    return write_atomically(out, data)
 
 
 class OnnxPolicy:
