@@ -12,20 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from npc_brains.config import OFF_POLICY_ALGOS, ConfigError, TrainConfig
+from npc_brains.config import OFF_POLICY_ALGOS, TrainConfig
 
 
 def make_trainer(cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None,
                  tensorboard: bool = True, ray: Any = None) -> Any:
-    """The trainer for cfg.algo (a Trainer or an OffPolicyTrainer; both have .train() -> Result). `ray`: the
-    PPO family's Ray rollout workers (npc_brains.trainer); the replay learners collect in their own process."""
+    """The trainer for cfg.algo (a Trainer or an OffPolicyTrainer; both have .train() -> Result). `ray`: Ray
+    rollout workers (npc_brains.distributed.RayOptions) that collect the batches, or fill the replay."""
     if cfg.algo in OFF_POLICY_ALGOS:
-        if ray is not None:
-            raise ConfigError(f"ray: --ray runs the PPO family's rollout workers; --algo {cfg.algo} collects "
-                              "in the trainer's process (leave --ray out)")
         from npc_brains.offpolicy import OffPolicyTrainer
 
-        return OffPolicyTrainer(cfg, progress=progress, resume=resume, tensorboard=tensorboard)
+        return OffPolicyTrainer(cfg, progress=progress, resume=resume, tensorboard=tensorboard, ray=ray)
     from npc_brains.trainer import Trainer
 
     return Trainer(cfg, progress=progress, resume=resume, tensorboard=tensorboard, ray=ray)

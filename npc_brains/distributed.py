@@ -6,6 +6,11 @@
       result()    ◀── whole batches, object store ─  numpy arrays (read-only once they arrive)
                   concatenated worker by worker into the trainer's layout: B = K x E villages, village-major
 
+The replay learners (QMIX, MADDPG) use ReplayWorker actors the same way (RayReplayCollector): one collect call
+per worker per round, each playing its envs with npc_brains.offpolicy.EpisodeCollector (the learner's own
+acting code: epsilon-greedy for QMIX, the actor's Gumbel sample for MADDPG) and a CPU copy of the acting
+network; the finished episodes come back packed in one object and go into the learner's replay worker by worker.
+
 Worker k's villages are seeded `seed + k * WORKER_SEED_STRIDE`, so a fixed seed and K give the same batches in
 the same order, and K = 1 gives the in-process collector's batches. A worker whose process dies is restarted
 by Ray (its actor is restartable), re-seeded with fresh episodes, and asked for its part again; each restart is
@@ -120,10 +125,22 @@ def connect(address: str) -> tuple[Any, bool]:
     return ray, True
 
 
-def _worker_setup() -> None:
+def _worker_setup(paths: Sequence[str]) -> None:
     # Ctrl-C is the learner's: it saves, then ends the workers
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
+    for path in paths:
+        if path not in sys.path and os.path.isdir(path):
+            sys.path.append(path)
+
+
+def _numpy_weights(module: torch.nn.Module) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+
+def _load_weights(module: torch.nn.Module, weights: dict[str, np.ndarray]) -> None:
+    # weights arrive read-only from the object store; load_state_dict copies them into the module
+    module.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()})
 
 
 class RolloutWorker:
@@ -131,10 +148,7 @@ class RolloutWorker:
 
     def __init__(self, cfg: TrainConfig, spec: dict[str, Any], envs: int, seed: int, rollout: int,
                  bootstrap_truncated: bool, paths: list[str]):
-        _worker_setup()
-        for path in paths:
-            if path not in sys.path and os.path.isdir(path):
-                sys.path.append(path)
+        _worker_setup(paths)
         from npc_brains.envs import make_flat_env
 
         self.cfg, self.envs, self.rollout, self.bootstrap_truncated = cfg, envs, rollout, bootstrap_truncated
@@ -151,12 +165,11 @@ class RolloutWorker:
                                    self.bootstrap_truncated)
 
     def weights(self) -> dict[str, np.ndarray]:
-        return {k: v.numpy().copy() for k, v in self.collector.actor.state_dict().items()}
+        return _numpy_weights(self.collector.actor)
 
     def collect(self, weights: dict[str, np.ndarray], store_probs: bool) -> dict[str, Any]:
         """One batch of T ticks as numpy arrays (one object-store transfer)."""
-        # weights arrive read-only from the object store; load_state_dict copies them into the actor
-        self.collector.actor.load_state_dict({k: torch.from_numpy(np.array(v)) for k, v in weights.items()})
+        _load_weights(self.collector.actor, weights)
         batch = self.collector.collect(store_probs)
         out: dict[str, Any] = {k: getattr(batch, k).numpy() for k in ROLLOUT_KEYS if getattr(batch, k) is not None}
         out.update(next_obs=batch.next_obs.numpy(), next_state=batch.next_state.numpy(),
@@ -206,32 +219,28 @@ class RayPending:
 
     def result(self) -> Batch:
         if self._batch is None:
-            parts = [self.owner.part(k, ref, self.weights_ref, self.store_probs) for k, ref in enumerate(self.refs)]
+            parts = [self.owner.part(k, ref, "collect", (self.weights_ref, self.store_probs))
+                     for k, ref in enumerate(self.refs)]
             self.owner.last_rng_state = torch.from_numpy(np.array(parts[0]["rng_state"]))
             self._batch = join_parts(parts, self.owner.rows_per_worker, self.owner.device)
             self.owner.pending = None
         return self._batch
 
 
-class RayCollector:
-    """K RolloutWorker actors collecting one batch together; the Rollouts seam of npc_brains.collect."""
+class RayWorkers:
+    """K restartable actors of one kind, each asked for its part of a batch (one call per worker per batch); a
+    worker whose process dies is restarted, re-seeded with fresh episodes and asked again (an event row each)."""
 
-    def __init__(self, cfg: TrainConfig, actor: Actor, device: torch.device, seed: int, rollout: int,
-                 bootstrap_truncated: bool, options: RayOptions, envs_per_worker: int, num_agents: int):
+    def __init__(self, options: RayOptions, seed: int, worker_class: type,
+                 init_args: Callable[[int], tuple[Any, ...]]):
+        """`init_args(seed)`: worker_class's arguments for a worker seeded `seed` (the code paths follow)."""
         self.ray, self.started_ray = connect(options.address)
-        self.options, self.device, self.seed = options, device, seed
-        self.envs_per_worker = envs_per_worker
-        self.rows_per_worker = envs_per_worker * num_agents
-        self.pending: RayPending | None = None
+        self.options, self.seed = options, seed
         self.restarts = [0] * options.workers
         self._events: list[dict[str, Any]] = []
-        self.last_rng_state = torch.Generator().manual_seed(seed + 1).get_state()
-        self.weights: dict[str, np.ndarray] = {}
-        self.sync(actor)
         paths = [p for p in dict.fromkeys([os.getcwd(), *sys.path]) if p]
-        remote = self.ray.remote(num_cpus=options.cpus_per_worker, max_restarts=-1, max_task_retries=0)(RolloutWorker)
-        self.workers = [remote.options(name=None).remote(cfg, actor.spec.to_dict(), envs_per_worker,
-                                                          self.worker_seed(k), rollout, bootstrap_truncated, paths)
+        remote = self.ray.remote(num_cpus=options.cpus_per_worker, max_restarts=-1, max_task_retries=0)(worker_class)
+        self.workers = [remote.options(name=None).remote(*init_args(self.worker_seed(k)), paths)
                         for k in range(options.workers)]
         try:
             self.pids = self.ray.get([w.pid.remote() for w in self.workers])
@@ -242,23 +251,16 @@ class RayCollector:
     def worker_seed(self, k: int, restarts: int = 0) -> int:
         return self.seed + k * WORKER_SEED_STRIDE + restarts * RESTART_SEED_STRIDE
 
-    def sync(self, actor: Actor) -> None:
-        """Weights for the next collection (sent once per batch through the object store)."""
-        self.weights = {k: v.detach().cpu().numpy().copy() for k, v in actor.state_dict().items()}
+    def ask(self, method: str, args: tuple[Any, ...]) -> list[Any]:
+        """One call of `method(*args)` per worker; their refs, worker by worker."""
+        return [getattr(w, method).remote(*args) for w in self.workers]
 
-    def submit(self, store_probs: bool) -> RayPending:
-        if self.pending is not None:
-            raise RuntimeError("ray collector: the previous batch was not taken")
-        weights_ref = self.ray.put(self.weights)
-        refs = [w.collect.remote(weights_ref, store_probs) for w in self.workers]
-        self.pending = RayPending(self, refs, weights_ref, store_probs)
-        return self.pending
+    def gather(self, method: str, args: tuple[Any, ...]) -> list[Any]:
+        """Every worker's answer to `method(*args)`, worker by worker (see part)."""
+        return [self.part(k, ref, method, args) for k, ref in enumerate(self.ask(method, args))]
 
-    def collect(self, store_probs: bool) -> Batch:
-        return self.submit(store_probs).result()
-
-    def part(self, k: int, ref: Any, weights_ref: Any, store_probs: bool) -> dict[str, Any]:
-        """Worker k's part of the batch; a worker that died is restarted, re-seeded and asked again."""
+    def part(self, k: int, ref: Any, method: str, args: tuple[Any, ...]) -> Any:
+        """Worker k's answer; a worker that died is restarted, re-seeded and asked again."""
         ray = self.ray
         for _attempt in range(MAX_RESTARTS_PER_BATCH + 1):
             try:
@@ -269,7 +271,7 @@ class RayCollector:
                                      "reason": _first_line(exc)[:200]})
                 self._wait_restarted(k)
                 self.workers[k].reseed.remote(self.worker_seed(k, self.restarts[k]))
-                ref = self.workers[k].collect.remote(weights_ref, store_probs)
+                ref = getattr(self.workers[k], method).remote(*args)
             except ray.exceptions.RayTaskError as exc:
                 raise RolloutWorkerError(f"rollout worker {k} failed:\n{exc}") from None
         raise RolloutWorkerError(f"rollout worker {k} died {MAX_RESTARTS_PER_BATCH + 1} times during one batch")
@@ -285,10 +287,6 @@ class RayCollector:
                     raise RolloutWorkerError(f"rollout worker {k} did not come back after its process died "
                                              f"({_first_line(exc)})") from None
 
-    def rng_state(self) -> torch.Tensor:
-        """Worker 0's sampling state after the last batch (what a one-process run would store)."""
-        return self.last_rng_state
-
     def events(self) -> list[dict[str, Any]]:
         out, self._events = self._events, []
         return out
@@ -298,15 +296,127 @@ class RayCollector:
         return self.ray.get(self.workers[k].weights.remote())
 
     def close(self) -> None:
-        """End the workers (a collection under way is abandoned) and a Ray this collector started."""
+        """End the workers (a collection under way is abandoned) and a Ray these workers started."""
         for w in getattr(self, "workers", []):
             with contextlib.suppress(Exception):  # already gone: nothing to end
                 self.ray.kill(w, no_restart=True)
         self.workers = []
-        self.pending = None
         if self.started_ray:
             self.ray.shutdown()
             self.started_ray = False
+
+
+class RayCollector(RayWorkers):
+    """K RolloutWorker actors collecting one batch together; the Rollouts seam of npc_brains.collect."""
+
+    def __init__(self, cfg: TrainConfig, actor: Actor, device: torch.device, seed: int, rollout: int,
+                 bootstrap_truncated: bool, options: RayOptions, envs_per_worker: int, num_agents: int):
+        self.device = device
+        self.envs_per_worker = envs_per_worker
+        self.rows_per_worker = envs_per_worker * num_agents
+        self.pending: RayPending | None = None
+        self.last_rng_state = torch.Generator().manual_seed(seed + 1).get_state()
+        self.weights: dict[str, np.ndarray] = {}
+        self.sync(actor)
+        spec = actor.spec.to_dict()
+        super().__init__(options, seed, RolloutWorker,
+                         lambda s: (cfg, spec, envs_per_worker, s, rollout, bootstrap_truncated))
+
+    def sync(self, actor: Actor) -> None:
+        """Weights for the next collection (sent once per batch through the object store)."""
+        self.weights = _numpy_weights(actor)
+
+    def submit(self, store_probs: bool) -> RayPending:
+        if self.pending is not None:
+            raise RuntimeError("ray collector: the previous batch was not taken")
+        weights_ref = self.ray.put(self.weights)
+        refs = self.ask("collect", (weights_ref, store_probs))
+        self.pending = RayPending(self, refs, weights_ref, store_probs)
+        return self.pending
+
+    def collect(self, store_probs: bool) -> Batch:
+        return self.submit(store_probs).result()
+
+    def rng_state(self) -> torch.Tensor:
+        """Worker 0's sampling state after the last batch (what a one-process run would store)."""
+        return self.last_rng_state
+
+    def close(self) -> None:
+        super().close()
+        self.pending = None
+
+
+# ------------------------------------------------------------------ replay learners (QMIX, MADDPG)
+class ReplayWorker:
+    """One actor of a replay learner: E envs played with the algorithm's exploration by the learner's own
+    acting code (npc_brains.offpolicy.EpisodeCollector) and a CPU copy of the acting network."""
+
+    def __init__(self, cfg: TrainConfig, spec: dict[str, Any], envs: int, seed: int, max_len: int,
+                 paths: list[str]):
+        _worker_setup(paths)
+        from npc_brains.envs import make_flat_env
+        from npc_brains.offpolicy import EpisodeCollector, acting_rule
+
+        self.env = make_flat_env(cfg, num_envs=envs, seed=seed)
+        self.rounds = EpisodeCollector(self.env, Actor(NetSpec.from_dict(spec)), acting_rule(cfg),
+                                       torch.device("cpu"), max_len, seed + 1)
+        self.rounds.reset(seed)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def reseed(self, seed: int) -> None:
+        """Fresh episodes and exploration from `seed` (after a restart, which would replay the first ones)."""
+        self.rounds.generator.manual_seed(seed + 1)
+        self.rounds.reset(seed)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        return _numpy_weights(self.rounds.agent)
+
+    def collect(self, weights: dict[str, np.ndarray], epsilons: list[float], update: int) -> dict[str, Any]:
+        """One round (a tick per epsilon) of this worker's envs; its finished episodes packed in one object."""
+        from npc_brains.replay import EpisodeList
+
+        _load_weights(self.rounds.agent, weights)
+        episodes = EpisodeList()
+        done = self.rounds.collect(epsilons, episodes, update)
+        return {"episodes": episodes.packed(), "returns": done.returns, "wins": done.wins,
+                "rng_state": self.rounds.rng_state().numpy()}
+
+
+class RayReplayCollector(RayWorkers):
+    """K ReplayWorker actors playing one round together; the finished episodes go into the learner's replay
+    worker by worker (worker k's in the order they finished, then worker k+1's)."""
+
+    def __init__(self, cfg: TrainConfig, agent: Actor, seed: int, max_len: int, options: RayOptions,
+                 envs_per_worker: int):
+        self.last_rng_state = torch.Generator().manual_seed(seed + 1).get_state()
+        self.weights: dict[str, np.ndarray] = {}
+        self.sync(agent)
+        spec = agent.spec.to_dict()
+        super().__init__(options, seed, ReplayWorker, lambda s: (cfg, spec, envs_per_worker, s, max_len))
+
+    def sync(self, agent: Actor) -> None:
+        """The acting network's weights for the next round (one ray.put per round)."""
+        self.weights = _numpy_weights(agent)
+
+    def collect(self, epsilons: Sequence[float], sink: Any, update: int) -> Any:
+        """One round of every worker (a tick per epsilon); its episodes added to `sink`; a Round."""
+        from npc_brains.offpolicy import Round
+        from npc_brains.replay import add_packed
+
+        parts = self.gather("collect", (self.ray.put(self.weights), list(epsilons), update))
+        done = Round()
+        for part in parts:
+            done.stored += add_packed(sink, part["episodes"])
+            done.returns.extend(part["returns"])
+            done.wins.extend(part["wins"])
+        self.last_rng_state = torch.from_numpy(np.array(parts[0]["rng_state"]))
+        return done
+
+    def rng_state(self) -> torch.Tensor:
+        """Worker 0's exploration state after the last round."""
+        return self.last_rng_state
 
 
 def _first_line(exc: BaseException) -> str:
@@ -319,10 +429,7 @@ class EvalWorker:
     """One actor of `village eval --ray`: evaluates whole policies over the suite."""
 
     def __init__(self, paths: list[str]):
-        _worker_setup()
-        for path in paths:
-            if path not in sys.path and os.path.isdir(path):
-                sys.path.append(path)
+        _worker_setup(paths)
 
     def evaluate(self, policy: Any, spec: Any) -> tuple[dict[str, Any], list[str]]:
         from npc_brains.evaluate import evaluate_policy

@@ -55,6 +55,15 @@ def masked_actor_logits(actor: Actor, obs: torch.Tensor, mask: torch.Tensor) -> 
     return raw.masked_fill(~mask, om.GUMBEL_MASK)
 
 
+@torch.no_grad()
+def act(agent: Actor, obs: torch.Tensor, mask: torch.Tensor, temperature: float, generator: torch.Generator
+        ) -> torch.Tensor:
+    """MADDPG's acting rule (the learner's and a rollout worker's): a sample of the Gumbel-softmax policy (its
+    hard forward value: argmax of logits / temperature + Gumbel noise)."""
+    logits = masked_actor_logits(agent, obs, mask) / temperature
+    return (logits + om.gumbel_noise(logits.shape, generator, logits.device)).argmax(-1)
+
+
 class MADDPGLearner:
     def __init__(self, spec: NetSpec, n_agents: int, cfg: Any, device: torch.device):
         self.cfg, self.device, self.N, self.A = cfg, device, n_agents, spec.n_actions
@@ -68,14 +77,6 @@ class MADDPGLearner:
         self.updates = 0
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(int(cfg.seed) + 11)
-
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, mask: torch.Tensor, epsilon: float, generator: torch.Generator
-            ) -> torch.Tensor:
-        """A sample of the Gumbel-softmax policy (its hard forward value: argmax of logits + Gumbel noise);
-        epsilon is unused (MADDPG explores through the noise)."""
-        logits = masked_actor_logits(self.agent, obs, mask) / self.cfg.gumbel_temperature
-        return (logits + om.gumbel_noise(logits.shape, generator, logits.device)).argmax(-1)
 
     def update(self, batch: EpisodeBatch) -> dict[str, float]:
         cfg, N, A = self.cfg, self.N, self.A
@@ -153,4 +154,4 @@ class MADDPGLearner:
         self.generator.set_state(state["generator"].cpu())
 
 
-__all__ = ["CentralCritic", "MADDPGLearner", "masked_actor_logits"]
+__all__ = ["CentralCritic", "MADDPGLearner", "act", "masked_actor_logits"]

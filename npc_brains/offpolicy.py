@@ -12,6 +12,9 @@
 Defaults that adapt to the run (docs/training.md "Off-policy learners"): epsilon anneals over
 min(epsilon_anneal, half the run's joint steps); QMIX's hard target copy every min(target_update, a twentieth
 of the run's gradient steps); the replay is allocated for min(replay_episodes, the episodes the run collects).
+
+With `--ray` the rounds are played by rollout workers (npc_brains.distributed.RayReplayCollector), each running
+an EpisodeCollector over its own envs with a CPU copy of the acting network: the same acting code as here.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -36,8 +41,11 @@ from npc_brains.checkpoint import (
 from npc_brains.config import TrainConfig
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter, truncate_metrics
-from npc_brains.networks import NetSpec
-from npc_brains.replay import EpisodeBuilder, EpisodeReplay
+from npc_brains.networks import Actor, NetSpec
+from npc_brains.replay import EpisodeBuilder, EpisodeReplay, EpisodeSink
+
+if TYPE_CHECKING:
+    from npc_brains.distributed import RayOptions
 
 MAX_AUTO_ENVS = 16  # parallel envs of an off-policy run when --envs is not given
 MIN_ROUNDS = 32  # ... few enough that the run has at least this many rounds
@@ -47,6 +55,86 @@ def offpolicy_envs(steps: int, n_agents: int, episode_len: int) -> int:
     """Parallel envs when --envs is not given: at most MAX_AUTO_ENVS, and few enough for MIN_ROUNDS rounds of
     one episode length each."""
     return int(min(MAX_AUTO_ENVS, max(1, steps // (MIN_ROUNDS * n_agents * max(episode_len, 1)))))
+
+
+ActingRule = Callable[[Actor, torch.Tensor, torch.Tensor, float, torch.Generator], torch.Tensor]
+
+
+def acting_rule(cfg: TrainConfig) -> ActingRule:
+    """How cfg.algo acts while collecting, (agent, obs, mask, epsilon, generator) -> actions: QMIX epsilon-greedy
+    on its Q-values, MADDPG a Gumbel-softmax sample (epsilon unused). The learner's process and every rollout
+    worker act through this."""
+    if cfg.algo == "qmix":
+        from npc_brains.qmix import act as qmix_act
+
+        return qmix_act
+    from npc_brains.maddpg import act as maddpg_act
+
+    temperature = cfg.gumbel_temperature
+
+    def sample(agent: Actor, obs: torch.Tensor, mask: torch.Tensor, epsilon: float, generator: torch.Generator
+               ) -> torch.Tensor:
+        return maddpg_act(agent, obs, mask, temperature, generator)
+
+    return sample
+
+
+@dataclass
+class Round:
+    """What one round of collection gave: episodes stored, and the returns and win flags of those that ended."""
+
+    stored: int = 0
+    returns: list[np.ndarray] = field(default_factory=list)
+    wins: list[np.ndarray] = field(default_factory=list)
+
+
+class EpisodeCollector:
+    """The envs of one process played round by round with the acting network and the algorithm's acting rule;
+    finished episodes go to a sink (the replay, or a rollout worker's EpisodeList bound for it)."""
+
+    def __init__(self, env: Any, agent: Actor, rule: ActingRule, device: torch.device, max_len: int,
+                 act_seed: int):
+        self.env, self.agent, self.rule, self.device = env, agent, rule, device
+        self.builder = EpisodeBuilder(env.num_envs, max_len, env.num_agents, env.obs_dim, env.n_actions,
+                                      env.state_dim)
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(act_seed)
+        self.obs: np.ndarray | None = None
+        self.info: dict[str, Any] = {}
+
+    def reset(self, seed: int) -> None:
+        """Fresh episodes from `seed` (what was staged of the episodes in progress is dropped)."""
+        self.obs, self.info = self.env.reset(seed)
+        self.builder.t[:] = 0
+
+    def sync(self, agent: Actor) -> None:
+        """The acting network's weights for the next round (nothing to do when it is the learner's own)."""
+        if agent is not self.agent:
+            self.agent.load_state_dict(agent.state_dict())
+
+    def rng_state(self) -> torch.Tensor:
+        return self.generator.get_state()
+
+    def collect(self, epsilons: Sequence[float], sink: EpisodeSink, update: int) -> Round:
+        """len(epsilons) ticks of every env, tick t exploring with epsilons[t]; finished episodes go to `sink`,
+        stamped with `update` (the learner's gradient steps so far)."""
+        env, dev = self.env, self.device
+        out = Round()
+        for epsilon in epsilons:
+            info = self.info
+            o = torch.from_numpy(self.obs).to(dev)
+            m = torch.from_numpy(info["action_mask"]).to(dev)
+            actions = self.rule(self.agent, o, m, epsilon, self.generator).cpu().numpy()
+            obs, reward, _, _, new_info = env.step(actions)
+            self.builder.record(self.obs, info["action_mask"], actions, np.asarray(reward, np.float32),
+                                info["alive"], np.asarray(info["state"], np.float32))
+            out.stored += self.builder.finish(np.asarray(new_info["done_envs"], bool), sink, update)
+            if "episode_returns" in new_info:
+                out.returns.append(np.asarray(new_info["episode_returns"], np.float64))
+            if "episode_wins" in new_info:
+                out.wins.append(np.asarray(new_info["episode_wins"], bool))
+            self.obs, self.info = obs, new_info
+        return out
 
 
 @dataclasses.dataclass
@@ -63,13 +151,17 @@ class Result:
 
 class OffPolicyTrainer:
     def __init__(self, cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None,
-                 tensorboard: bool = True):
+                 tensorboard: bool = True, ray: RayOptions | None = None):
         from npc_brains.trainer import pick_device
 
         cfg = cfg.resolved()
         n_agents, episode_len = agents_and_episode_len(cfg)
         if cfg.envs == 0:
             cfg = dataclasses.replace(cfg, envs=offpolicy_envs(cfg.steps, n_agents, episode_len))
+        self.ray = ray  # rollout workers as Ray actors (npc_brains.distributed): B = workers x envs each
+        if ray is not None:
+            ray.check()
+            cfg = dataclasses.replace(cfg, envs=ray.workers * ray.villages(cfg.envs))
         self.cfg = cfg
         self.device = pick_device(cfg.device)
         if cfg.threads:
@@ -116,9 +208,9 @@ class OffPolicyTrainer:
             self.learner = MADDPGLearner(self.spec, self.N, cfg, self.device)
         capacity = max(cfg.batch_episodes, min(cfg.replay_episodes, episodes + self.B))
         self.replay = EpisodeReplay(capacity, self.max_len, self.N, env.obs_dim, env.n_actions, env.state_dim)
-        self.builder = EpisodeBuilder(self.B, self.max_len, self.N, env.obs_dim, env.n_actions, env.state_dim)
-        self.act_rng = torch.Generator(device=self.device)
-        self.act_rng.manual_seed(cfg.seed + 1)
+        # the envs of this process, played with the learner's own acting network (with --ray: the workers' envs)
+        self.collector = EpisodeCollector(env, self.learner.agent, acting_rule(cfg), self.device, self.max_len,
+                                          cfg.seed + 1)
         self.sample_rng = torch.Generator()
         self.sample_rng.manual_seed(cfg.seed + 3)
         self.update = 0
@@ -127,19 +219,26 @@ class OffPolicyTrainer:
         self.pending_updates = 0.0
         self.last_return: float | None = None
         self.last_win: float | None = None
-        self.collector_kind = "inline"
+        self.collector_kind = "inline" if ray is None else "ray"
         env_seed = cfg.seed
         if resume_ckpt is not None:
             self._load_state(resume_ckpt)
             env_seed = cfg.seed + 1_000_003 * self.update  # fresh episodes, deterministic per resume point
-        self.obs, self.info = env.reset(env_seed)
+        self._env_seed = env_seed
+        if ray is None:
+            self.collector.reset(env_seed)
+        # what train() collects with: this EpisodeCollector, or Ray workers (_start_rollouts)
+        self._rounds: Any = self.collector
 
     def summary(self) -> str:
         c = self.cfg
         return (f"{c.algo} on {c.env or c.world}, {self.B} envs x {self.N} agents, {self.total_updates} rounds of "
                 f"{self.rows_per_update} NPC-steps ({c.updates_per_episode:g} gradient step(s) per episode on "
                 f"{c.batch_episodes} episodes; replay {self.replay.capacity} episodes; epsilon over "
-                f"{self.epsilon_anneal} joint steps; target every {self.target_interval}), device {self.device}")
+                f"{self.epsilon_anneal} joint steps; target every {self.target_interval}), device {self.device}, "
+                f"collector {self.collector_kind}"
+                + (f" ({self.ray.workers} workers x {self.B // self.ray.workers} envs)" if self.ray is not None
+                   else ""))
 
     # ------------------------------------------------------------------ state
     def _state_dict(self) -> dict[str, Any]:
@@ -149,7 +248,7 @@ class OffPolicyTrainer:
                 "progress": {"update": self.update, "global_step": self.global_step, "joint_step": self.joint_step,
                              "pending_updates": self.pending_updates, "last_return": self.last_return,
                              "last_win": self.last_win},
-                "rng": {"torch": torch.get_rng_state(), "act_rng": self.act_rng.get_state(),
+                "rng": {"torch": torch.get_rng_state(), "act_rng": self._rounds.rng_state(),
                         "sample_rng": self.sample_rng.get_state()},
                 "replay": self.replay.state_dict()}
 
@@ -162,7 +261,7 @@ class OffPolicyTrainer:
             self.joint_step, self.pending_updates = int(prog["joint_step"]), float(prog["pending_updates"])
             self.last_return, self.last_win = prog.get("last_return"), prog.get("last_win")
             torch.set_rng_state(ckpt["rng"]["torch"].cpu())
-            self.act_rng.set_state(ckpt["rng"]["act_rng"].cpu())
+            self.collector.generator.set_state(ckpt["rng"]["act_rng"].cpu())
             self.sample_rng.set_state(ckpt["rng"]["sample_rng"].cpu())
             self.replay.load_state_dict(ckpt["replay"])
         except (KeyError, RuntimeError, ValueError, TypeError) as exc:
@@ -211,28 +310,27 @@ class OffPolicyTrainer:
         cfg = self.cfg
         return om.epsilon_at(self.joint_step, cfg.epsilon_start, cfg.epsilon_finish, self.epsilon_anneal)
 
+    def round_epsilons(self) -> list[float]:
+        """The exploration rate of each tick of the next round (the schedule runs on joint steps: B per tick)."""
+        cfg = self.cfg
+        return [om.epsilon_at(self.joint_step + t * self.B, cfg.epsilon_start, cfg.epsilon_finish,
+                              self.epsilon_anneal) for t in range(self.round_ticks)]
+
     def collect_round(self) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
         """round_ticks ticks of every env; returns (episodes stored, their returns, their win flags)."""
-        env, dev = self.env, self.device
-        stored = 0
-        returns: list[np.ndarray] = []
-        wins: list[np.ndarray] = []
-        for _ in range(self.round_ticks):
-            info = self.info
-            o = torch.from_numpy(self.obs).to(dev)
-            m = torch.from_numpy(info["action_mask"]).to(dev)
-            actions = self.learner.act(o, m, self.epsilon(), self.act_rng).cpu().numpy()
-            obs, reward, _, _, new_info = env.step(actions)
-            self.builder.record(self.obs, info["action_mask"], actions, np.asarray(reward, np.float32),
-                                info["alive"], np.asarray(info["state"], np.float32))
-            stored += self.builder.finish(np.asarray(new_info["done_envs"], bool), self.replay, self.learner.updates)
-            if "episode_returns" in new_info:
-                returns.append(np.asarray(new_info["episode_returns"], np.float64))
-            if "episode_wins" in new_info:
-                wins.append(np.asarray(new_info["episode_wins"], bool))
-            self.obs, self.info = obs, new_info
-            self.joint_step += self.B
-        return stored, returns, wins
+        self._rounds.sync(self.learner.agent)
+        done = self._rounds.collect(self.round_epsilons(), self.replay, self.learner.updates)
+        self.joint_step += self.round_ticks * self.B
+        return done.stored, done.returns, done.wins
+
+    def _start_rollouts(self) -> Any:
+        """This run's collector: the in-process EpisodeCollector, or Ray workers (--ray)."""
+        if self.ray is not None:
+            from npc_brains.distributed import RayReplayCollector
+
+            self._rounds = RayReplayCollector(self.cfg, self.learner.agent, self._env_seed, self.max_len, self.ray,
+                                              self.B // self.ray.workers)
+        return self._rounds
 
     def learn(self, new_episodes: int) -> dict[str, float]:
         """updates_per_episode gradient steps per new episode, once the replay can fill a batch."""
@@ -262,8 +360,15 @@ class OffPolicyTrainer:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.ckpt_dir.mkdir(parents=True, exist_ok=True)
         truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
-        writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
-        writer.listeners.extend(self.metrics_listeners)
+        rounds = self._start_rollouts()
+        remote = rounds is not self.collector
+        try:
+            writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
+            writer.listeners.extend(self.metrics_listeners)
+        except BaseException:
+            if remote:
+                rounds.close()
+            raise
         from tqdm import tqdm
 
         bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",
@@ -301,6 +406,9 @@ class OffPolicyTrainer:
                 row.update(stats)
                 try:
                     writer.write(row)
+                    if remote:
+                        for event in rounds.events():  # a worker restarted, ...
+                            writer.write({"step": self.global_step, "update": self.update, **event})
                 except OSError as exc:
                     raise WriteFailed(writer.path, exc) from None
                 if self.update % cfg.checkpoint_every == 0 or self.update == self.total_updates:
@@ -317,6 +425,8 @@ class OffPolicyTrainer:
         except WriteFailed as exc:
             failure = exc
         finally:
+            if remote:
+                rounds.close()
             bar.close()
             writer.close()
         seconds = time.perf_counter() - start

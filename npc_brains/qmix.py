@@ -61,6 +61,13 @@ def agent_q(agent: Actor, obs: torch.Tensor) -> torch.Tensor:
     return q.reshape(*obs.shape[:-1], q.shape[-1])
 
 
+@torch.no_grad()
+def act(agent: Actor, obs: torch.Tensor, mask: torch.Tensor, epsilon: float, generator: torch.Generator
+        ) -> torch.Tensor:
+    """QMIX's acting rule (the learner's and a rollout worker's): epsilon-greedy on the agent's Q-values."""
+    return om.epsilon_greedy(agent_q(agent, obs), mask, epsilon, generator)
+
+
 class QMIXLearner:
     """The networks, their targets, one Adam and the update (see the module docstring)."""
 
@@ -76,11 +83,6 @@ class QMIXLearner:
         self.optimizer = torch.optim.Adam(self.params, lr=cfg.q_lr)
         self.updates = 0
         self.target_updates = 0
-
-    @torch.no_grad()
-    def act(self, obs: torch.Tensor, mask: torch.Tensor, epsilon: float, generator: torch.Generator
-            ) -> torch.Tensor:
-        return om.epsilon_greedy(agent_q(self.agent, obs), mask, epsilon, generator)
 
     def update(self, batch: EpisodeBatch) -> dict[str, float]:
         cfg = self.cfg
@@ -140,4 +142,4 @@ class QMIXLearner:
         self.updates, self.target_updates = int(state["updates"]), int(state["target_updates"])
 
 
-__all__ = ["QMIXLearner", "QMixer", "agent_q"]
+__all__ = ["QMIXLearner", "QMixer", "act", "agent_q"]

@@ -9,7 +9,7 @@ it. An episode longer than T is cut into pieces of T ticks (each piece ends as i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -35,6 +35,12 @@ class EpisodeBatch:
         """(E, T) bool: the episode's final tick (its TD target has no next step)."""
         nxt = torch.cat([self.filled[:, 1:], torch.zeros_like(self.filled[:, :1])], 1)
         return self.filled & ~nxt
+
+
+class EpisodeSink(Protocol):
+    """Where finished episodes go: the replay itself, or (on a rollout worker) an `EpisodeList` bound for it."""
+
+    def add(self, episode: dict[str, np.ndarray], length: int, update: int) -> None: ...
 
 
 class EpisodeReplay:
@@ -135,7 +141,7 @@ class EpisodeBuilder:
         b["state"][e, t] = state.reshape(B, -1)
         self.t += 1
 
-    def finish(self, done_envs: np.ndarray, replay: EpisodeReplay, update: int) -> int:
+    def finish(self, done_envs: np.ndarray, replay: EpisodeSink, update: int) -> int:
         """Store the episodes of `done_envs` (B,) bool, and of envs whose staging is full (cut at T ticks);
         returns how many were stored."""
         done = np.asarray(done_envs, bool) | (self.t >= self.T)
@@ -145,4 +151,36 @@ class EpisodeBuilder:
         return int(done.sum())
 
 
-__all__ = ["EpisodeBatch", "EpisodeBuilder", "EpisodeReplay"]
+class EpisodeList:
+    """Finished episodes in the order they finished, kept for a replay elsewhere (a rollout worker's round):
+    `packed()` is one object to send, `add_packed` stores it into the replay in that same order."""
+
+    def __init__(self) -> None:
+        self.episodes: list[tuple[dict[str, np.ndarray], int, int]] = []
+
+    def add(self, episode: dict[str, np.ndarray], length: int, update: int) -> None:
+        # the builder's staging rows are reused for the env's next episode: keep a copy of the real ticks
+        self.episodes.append(({k: np.array(v[:length]) for k, v in episode.items()}, length, update))
+
+    def packed(self) -> dict[str, np.ndarray]:
+        """Every field's ticks joined episode after episode on the first axis, with `lengths` and `updates`."""
+        lengths = np.array([n for _, n, _ in self.episodes], np.int64)
+        out = {"lengths": lengths, "updates": np.array([u for _, _, u in self.episodes], np.int64)}
+        if self.episodes:
+            out.update({k: np.concatenate([e[k] for e, _, _ in self.episodes]) for k in self.episodes[0][0]})
+        return out
+
+
+def add_packed(replay: EpisodeSink, packed: dict[str, np.ndarray]) -> int:
+    """Store the episodes of `EpisodeList.packed()` (arrays may be read-only views of Ray's object store: each
+    field is copied once before the replay sees it); returns how many."""
+    lengths = packed["lengths"]
+    fields = {k: np.array(v) for k, v in packed.items() if k not in ("lengths", "updates")}
+    start = 0
+    for length, update in zip(lengths.tolist(), packed["updates"].tolist(), strict=True):
+        replay.add({k: v[start:start + length] for k, v in fields.items()}, length, update)
+        start += length
+    return len(lengths)
+
+
+__all__ = ["EpisodeBatch", "EpisodeBuilder", "EpisodeList", "EpisodeReplay", "EpisodeSink", "add_packed"]

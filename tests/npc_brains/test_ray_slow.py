@@ -54,6 +54,29 @@ def test_one_worker_collects_the_in_process_batches_and_k_workers_repeat_theirs(
 
 
 
+def test_two_replay_workers_fill_the_same_replay_run_after_run(tmp_path):
+    from npc_brains.algorithms import make_trainer
+    from tests.npc_brains.test_ray import replay_cfg
+
+    replays = []
+    for name in ("a", "b"):
+        trainer = make_trainer(replay_cfg(tmp_path / name, envs=2), tensorboard=False,
+                               ray=RayOptions(workers=2, envs_per_worker=2, **OPTIONS))
+        rounds = trainer._start_rollouts()
+        try:
+            for _ in range(3):
+                trainer.collect_round()
+                trainer.learn(4)  # weights change between rounds, as in training
+        finally:
+            rounds.close()
+        replays.append(trainer.replay.state_dict())
+    assert replays[0]["size"] == 12
+    for key in ("obs", "mask", "actions", "rewards", "alive", "state", "filled", "stored_at"):
+        assert torch.equal(replays[0][key], replays[1][key]), key
+    # worker 0's two envs, then worker 1's: different villages (their own seeds)
+    assert not torch.equal(replays[0]["obs"][:2], replays[0]["obs"][2:4])
+
+
 def test_cli_train_and_eval_with_ray(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     code = main(["train", "--env", TINY, "--ray", "local", "--workers", "2", "--envs-per-worker", "2",
@@ -83,12 +106,13 @@ def test_one_worker_trains_the_in_process_run(tmp_path):
 
 
 def _rollout_workers() -> set[int]:
-    """Pids of the Ray actor processes of RolloutWorker on this machine."""
+    """Pids of the Ray actor processes of rollout workers (the PPO family's and the replay learners') here."""
     out = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if b"ray::RolloutWorker" in (entry / "cmdline").read_bytes():
+                cmdline = (entry / "cmdline").read_bytes()
+                if b"ray::RolloutWorker" in cmdline or b"ray::ReplayWorker" in cmdline:
                     out.add(int(entry.name))
             except OSError:
                 continue
@@ -96,13 +120,14 @@ def _rollout_workers() -> set[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the worker processes in /proc")
-def test_ctrl_c_saves_and_ends_the_workers(tmp_path):
+@pytest.mark.parametrize("algo", ["drmas", "qmix"])
+def test_ctrl_c_saves_and_ends_the_workers(tmp_path, algo):
     before = _rollout_workers()
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "village.cli", "train", "--env", TINY, "--ray", "--workers", "2",
-                             "--steps", "10000000", "--rollout", "8", "--envs-per-worker", "2", "--device", "cpu",
-                             "--checkpoint-every", "1", "--run-dir", str(run_dir), "--no-progress"],
+    proc = subprocess.Popen([sys.executable, "-m", "village.cli", "train", "--env", TINY, "--algo", algo, "--ray",
+                             "--workers", "2", "--steps", "10000000", "--rollout", "8", "--envs-per-worker", "2",
+                             "--device", "cpu", "--checkpoint-every", "1", "--run-dir", str(run_dir), "--no-progress"],
                             cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240

@@ -1,11 +1,13 @@
-"""Episode replay: padding, the final-tick flag, the ring, uniform sampling, the staging of B envs, and the
-checkpoint round trip."""
+"""Episode replay: padding, the final-tick flag, the ring, uniform sampling, the staging of B envs, episodes
+packed for another process's replay, and the checkpoint round trip."""
+
+import warnings
 
 import numpy as np
 import pytest
 import torch
 
-from npc_brains.replay import EpisodeBuilder, EpisodeReplay
+from npc_brains.replay import EpisodeBuilder, EpisodeList, EpisodeReplay, add_packed
 
 
 def _episode(length: int, value: float, T: int = 6, N: int = 2, D: int = 3, A: int = 4, S: int = 5) -> dict:
@@ -77,6 +79,26 @@ def test_builder_stores_finished_envs_and_cuts_long_episodes():
     first = int(np.flatnonzero(replay.filled[: replay.size].sum(1).numpy() == 1)[0])
     assert replay.rewards[first, 0].tolist() == [1.0, 1.0]
     assert builder.t.tolist() == [0, 3, 0]
+
+
+def test_packed_episodes_reach_the_replay_as_if_added_there_even_from_read_only_buffers():
+    direct, remote, sink = EpisodeReplay(5, 6, 2, 3, 4, 5), EpisodeReplay(5, 6, 2, 3, 4, 5), EpisodeList()
+    for length, value, update in ((3, 1.0, 0), (6, 2.0, 4), (1, 3.0, 7)):
+        direct.add(_episode(length, value), length, update)
+        episode = _episode(length, value)
+        sink.add(episode, length, update)
+        episode["obs"][:] = -1  # the builder reuses its staging rows: the list kept its own copy
+    packed = sink.packed()
+    assert packed["lengths"].tolist() == [3, 6, 1] and packed["obs"].shape == (10, 2, 3)
+    for array in packed.values():
+        array.setflags(write=False)  # as ray.get hands them over
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns on a non-writable numpy array
+        assert add_packed(remote, packed) == 3
+    a, b = direct.state_dict(), remote.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a if isinstance(a[k], torch.Tensor))
+    assert (a["size"], a["next"], a["added"]) == (b["size"], b["next"], b["added"]) == (3, 3, 3)
+    assert add_packed(remote, EpisodeList().packed()) == 0  # a round in which no episode finished
 
 
 def test_state_dict_round_trip():
