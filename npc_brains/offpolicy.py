@@ -228,7 +228,7 @@ class OffPolicyTrainer:
         if ray is None:
             self.collector.reset(env_seed)
         # what train() collects with: this EpisodeCollector, or Ray workers (_start_rollouts)
-        self._rounds: Any = self.collector
+        self._rollouts: Any = self.collector
 
     def summary(self) -> str:
         c = self.cfg
@@ -248,7 +248,7 @@ class OffPolicyTrainer:
                 "progress": {"update": self.update, "global_step": self.global_step, "joint_step": self.joint_step,
                              "pending_updates": self.pending_updates, "last_return": self.last_return,
                              "last_win": self.last_win},
-                "rng": {"torch": torch.get_rng_state(), "act_rng": self._rounds.rng_state(),
+                "rng": {"torch": torch.get_rng_state(), "act_rng": self._rollouts.rng_state(),
                         "sample_rng": self.sample_rng.get_state()},
                 "replay": self.replay.state_dict()}
 
@@ -318,8 +318,8 @@ class OffPolicyTrainer:
 
     def collect_round(self) -> tuple[int, list[np.ndarray], list[np.ndarray]]:
         """round_ticks ticks of every env; returns (episodes stored, their returns, their win flags)."""
-        self._rounds.sync(self.learner.agent)
-        done = self._rounds.collect(self.round_epsilons(), self.replay, self.learner.updates)
+        self._rollouts.sync(self.learner.agent)
+        done = self._rollouts.collect(self.round_epsilons(), self.replay, self.learner.updates)
         self.joint_step += self.round_ticks * self.B
         return done.stored, done.returns, done.wins
 
@@ -328,9 +328,9 @@ class OffPolicyTrainer:
         if self.ray is not None:
             from npc_brains.distributed import RayReplayCollector
 
-            self._rounds = RayReplayCollector(self.cfg, self.learner.agent, self._env_seed, self.max_len, self.ray,
+            self._rollouts = RayReplayCollector(self.cfg, self.learner.agent, self._env_seed, self.max_len, self.ray,
                                               self.B // self.ray.workers)
-        return self._rounds
+        return self._rollouts
 
     def learn(self, new_episodes: int) -> dict[str, float]:
         """updates_per_episode gradient steps per new episode, once the replay can fill a batch."""
