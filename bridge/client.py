@@ -1,9 +1,11 @@
 """Python clients of the bridge: `BridgeClient` (sync, Lazy Pirate) and helpers shared with the asyncio one.
 
-`BridgeClient` uses a REQ socket. Each request waits at most `timeout` seconds; on silence the socket is
-closed (linger 0), a new one connects, and the same request (same id, same bytes) is sent again, up to
-`retries` times (zguide's Lazy Pirate). The server answers a repeated `session.step`/`session.event`/
-`session.create` from its replay cache, so a retry never applies a step twice.
+`BridgeClient` uses a REQ socket. Each request waits at most `timeout` seconds; on silence the same request
+(same id, same bytes) is sent again on the same socket, up to `retries` times (zguide's Lazy Pirate, with
+ZMQ_REQ_RELAXED instead of a new socket: libzmq reconnects to a restarted server by itself, and the retries
+keep the routing id the server knows this client by). The server answers a repeated `session.step`/
+`session.event`/`session.create` from its replay cache, so a retry never applies a step twice; creates are
+remembered per client (per routing id), so another client's identical create gets a session of its own.
 
     with BridgeClient("tcp://127.0.0.1:5555") as bridge:
         info = bridge.hello()
@@ -141,19 +143,21 @@ class BridgeClient(_Ops):
     def _connect(self) -> None:
         sock = self.ctx.socket(zmq.REQ)
         sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RCVTIMEO, max(1, int(self.timeout * 1000)))  # a blocking recv that gives up
+        # a retry is re-sent on this socket (relaxed: no reply is needed first), so every attempt comes from the
+        # same connection and routing id, the scope of the server's retried-create cache; each send carries a
+        # request id frame (correlate), so a late reply to an earlier attempt is dropped, never taken for
+        # the reply to the next request
+        sock.setsockopt(zmq.REQ_RELAXED, 1)
+        sock.setsockopt(zmq.REQ_CORRELATE, 1)
+        timeout_ms = max(1, int(self.timeout * 1000))
+        sock.setsockopt(zmq.RCVTIMEO, timeout_ms)  # a blocking recv that gives up
+        sock.setsockopt(zmq.SNDTIMEO, timeout_ms)  # and a send (a REQ socket with no live peer blocks in send)
         if self.curve is not None:
             self.curve.apply(sock)
         if P.wants_ipv6(self.endpoint):
             sock.setsockopt(zmq.IPV6, 1)
         sock.connect(self.endpoint)
         self.sock = sock
-
-    def _reconnect(self) -> None:
-        if self.sock is not None:
-            self.sock.close(0)
-        self.reconnects += 1
-        self._connect()
 
     def next_id(self) -> str:
         return f"{self._prefix}-{next(self._seq)}"
@@ -162,12 +166,11 @@ class BridgeClient(_Ops):
         """Send one body (already packed) with the retry policy; returns the decoded reply map."""
         for _ in range(self.retries + 1):
             assert self.sock is not None
-            self.sock.send(body)
             try:
+                self.sock.send(body)
                 frame = self.sock.recv()
             except zmq.Again:
-                # no answer: the REQ socket is now stuck waiting; drop it and start over (Lazy Pirate)
-                self._reconnect()
+                self.reconnects += 1  # no answer: send again (libzmq reconnects underneath when it must)
                 continue
             reply = P.unpack(frame, self.limits)
             if isinstance(reply, dict) and request_id is not None and reply.get("id") not in (request_id, None):

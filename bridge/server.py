@@ -342,8 +342,17 @@ class BridgeServer:
         return envelope[0].hex()
 
     def _handle(self, frames: list[bytes], t0: int) -> None:
-        if len(frames) == 3 and not frames[1]:  # [routing id, delimiter, body]: what REQ and DEALER clients send
+        """Hand one request to the service: the envelope is the peer (the reply goes back with it), and the
+        client key names who sent it (batching; the scope of the retried-create cache): the routing id for a
+        direct ZeroMQ peer, the connection for a WebSocket one, the whole envelope behind a proxy."""
+        n = len(frames)
+        if n == 3 and not frames[1]:  # [routing id, delimiter, body]: what REQ and DEALER clients send
             self.service.handle(frames[:2], frames[0], frames[2], t0)
+            return
+        if n == 4 and not frames[2] and len(frames[1]) == 4:
+            # [routing id, request id, delimiter, body]: a REQ socket with ZMQ_REQ_CORRELATE (libzmq's request
+            # ids are 4 bytes and change with every request: the client is the routing id alone)
+            self.service.handle(frames[:3], frames[0], frames[3], t0)
             return
         delimiter = next((k for k in range(1, len(frames)) if not frames[k]), None)
         if delimiter is None:
@@ -356,4 +365,8 @@ class BridgeServer:
             self.service.error(envelope, None, "bad_envelope", f"expected exactly one body frame after the "
                                f"delimiter, got {len(bodies)}", "?", t0)
             return
-        self.service.handle(envelope, b"\x01".join(envelope), bodies[0], t0)
+        if envelope[0] == WS_IDENTITY:  # [door, connection, frame kind, delimiter]: one client per connection
+            client = envelope[0] + envelope[1]
+        else:
+            client = b"\x01".join(envelope)
+        self.service.handle(envelope, client, bodies[0], t0)

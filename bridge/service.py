@@ -1,7 +1,8 @@
 """The bridge service: every op of bridge/protocol.py, with no transport in sight.
 
 A door (ZeroMQ in bridge/server.py, WebSocket in bridge/ws.py) hands `handle()` one received body with an
-opaque `peer` (where the reply goes) and a hashable `client` (who sent it, for batching); the service
+opaque `peer` (where the reply goes) and a hashable `client` (who sent it: for batching, and the scope of
+the retried-create cache, so that one client's create is never answered with another's session); the service
 decodes, validates, runs the op and gives the encoded reply to `transmit(peer, payload)`, a callable the
 door provides. `act` and `session.step` wait in one Batcher to share a policy forward; the door's loop calls
 `flush()` when `should_flush()` says so. One thread calls all of this (no locks on the hot path).
@@ -170,7 +171,9 @@ class BridgeService:
         self.batcher = Batcher(config.batch_delay_us / 1e6, config.max_batch_rows)
         self.gc_pauses = GcPauses()
         self._reload: dict[str, Any] | None = None  # the reload in progress
-        self._create_replies: OrderedDict[str, bytes] = OrderedDict()
+        # the last creates' replies, per client: a retried create gets its session again, while another client
+        # that happens to send the same id and body (ids counted from 1, a restarted game) gets one of its own
+        self._create_replies: OrderedDict[tuple[Any, str], bytes] = OrderedDict()
         self._act_reply = P.ActReplyEncoder()
         self._parse_act_fast = P.parse_act_fast  # an attribute, so a test can compare with the generic path
         self._all_valid = np.ones((self.limits.max_rows, self.n_actions), bool)  # act's mask when none is sent
@@ -250,7 +253,7 @@ class BridgeService:
             if result is not None:
                 payload = self.reply(peer, request_id, result, op, t0)
                 if op == "session.create":
-                    self._remember_create(req, body, payload)
+                    self._remember_create(client, req, body, payload)
         except P.ProtocolError as exc:
             rid = exc.request_id if exc.request_id is not None else request_id
             self.error(peer, rid, exc.code, exc.message, op, t0)
@@ -287,15 +290,15 @@ class BridgeService:
             out["doors"] = {name: fn() for name, fn in self.door_stats.items()}
         return out
 
-    def _remember_create(self, req: P.Request, body: bytes, payload: bytes) -> None:
-        self._create_replies[Session.replay_key(req.op, req.id, body)] = payload
+    def _remember_create(self, client: Any, req: P.Request, body: bytes, payload: bytes) -> None:
+        self._create_replies[(client, Session.replay_key(req.op, req.id, body))] = payload
         while len(self._create_replies) > CREATE_REPLAY:
             self._create_replies.popitem(last=False)
 
     def _op_session_create(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int
                            ) -> dict[str, Any] | None:
-        cached = self._create_replies.get(Session.replay_key(req.op, req.id, body))
-        if cached is not None:  # a retried create: the same session, not a second one
+        cached = self._create_replies.get((client, Session.replay_key(req.op, req.id, body)))
+        if cached is not None:  # this client's retried create: the same session, not a second one
             self.send(peer, cached, req.op, t0)
             return None
         session = self.store.create(req.fields)

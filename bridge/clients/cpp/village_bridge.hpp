@@ -10,10 +10,13 @@
 // {"v", "id", "ok": true, ...} or {"ok": false, "error": {"code", "message"}}. Arrays travel as
 // {"dtype", "shape", "data": <bin, little-endian>} (this header assumes a little-endian host).
 //
-// The client is Lazy Pirate: a REQ socket, a poll timeout per attempt, and on silence the socket is
-// closed (linger 0), reconnected and the same request (same id, same bytes) re-sent, `retries` times.
-// The server answers a repeated session.step/session.event from its replay cache, so a retry never
-// applies a step twice. Not thread-safe: one Client per thread.
+// The client is Lazy Pirate: a REQ socket, a poll timeout per attempt, and on silence the same request
+// (same id, same bytes) re-sent on the same socket, `retries` times (ZMQ_REQ_RELAXED lets a REQ socket
+// send again without a reply; ZMQ_REQ_CORRELATE drops a late reply to an earlier attempt; libzmq
+// reconnects to a restarted server by itself). The server answers a repeated session.create/
+// session.event/session.step from its replay cache, so a retry never applies anything twice; creates
+// are remembered per connection, and request ids start from a random base, so two games (or a
+// restarted one) never share a session. Not thread-safe: one Client per thread.
 #pragma once
 
 #ifndef MSGPACK_NO_BOOST
@@ -28,6 +31,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -138,6 +142,9 @@ class Client {
 public:
     explicit Client(std::string endpoint, int timeout_ms = 2000, int retries = 3)
         : endpoint_(std::move(endpoint)), timeout_ms_(timeout_ms), retries_(retries), ctx_(1) {
+        // ids from a random base below 2^52 (exact in every client's number type, JavaScript's included)
+        std::random_device rd;
+        next_id_ = static_cast<int64_t>(((static_cast<uint64_t>(rd()) << 32) | rd()) & ((1ULL << 52) - 1)) >> 1;
         connect();
     }
 
@@ -325,17 +332,24 @@ private:
     void connect() {
         sock_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::req);
         sock_->set(zmq::sockopt::linger, 0);
+        sock_->set(zmq::sockopt::req_relaxed, 1);
+        sock_->set(zmq::sockopt::req_correlate, 1);
+        sock_->set(zmq::sockopt::rcvtimeo, timeout_ms_);
+        sock_->set(zmq::sockopt::sndtimeo, timeout_ms_);
         sock_->connect(endpoint_);
     }
 
     msgpack::object_handle send_with_retries(const msgpack::sbuffer& buf, int64_t id) {
         for (int attempt = 0; attempt <= retries_; ++attempt) {
-            sock_->send(zmq::buffer(buf.data(), buf.size()), zmq::send_flags::none);
-            zmq::pollitem_t items[] = {{static_cast<void*>(*sock_), 0, ZMQ_POLLIN, 0}};
-            zmq::poll(items, 1, std::chrono::milliseconds(timeout_ms_));
-            if (items[0].revents & ZMQ_POLLIN) {
-                zmq::message_t msg;
-                if (!sock_->recv(msg, zmq::recv_flags::none)) continue;
+            // both bounded: a REQ socket with no live peer (a failed CURVE handshake) blocks in send
+            if (!sock_->send(zmq::buffer(buf.data(), buf.size()), zmq::send_flags::none)) {
+                ++reconnects_;
+                continue;
+            }
+            // a blocking recv bounded by ZMQ_RCVTIMEO (a poll would also wake for a late reply to an earlier
+            // attempt, which the correlating REQ socket then drops while recv waits on, unbounded)
+            zmq::message_t msg;
+            if (sock_->recv(msg, zmq::recv_flags::none)) {
                 msgpack::object_handle oh =
                     msgpack::unpack(static_cast<const char*>(msg.data()), msg.size());
                 const auto* rid = find(oh.get(), "id");
@@ -345,10 +359,8 @@ private:
                     throw Error("bad_reply", "reply for another request id");
                 return oh;
             }
-            // silence: the REQ socket is stuck waiting; drop it and start over (Lazy Pirate)
-            sock_->close();
+            // silence: send the same bytes again (relaxed REQ), the server answers a retry from its cache
             ++reconnects_;
-            connect();
         }
         throw Error("timeout", "no reply from " + endpoint_ + " after " + std::to_string(retries_ + 1) +
                                    " attempts of " + std::to_string(timeout_ms_) + " ms");

@@ -41,6 +41,15 @@ namespace Village.Bridge
         private readonly string curveServerPublic, curveClientPublic, curveClientSecret;  // Z85, 40 characters
         private RequestSocket socket;
         private long nextId;
+
+        /// Request ids start from a random base below 2^51, not from 1: the server remembers creates per
+        /// connection, and two games (or a restarted one) must never send the same first request.
+        static long RandomIdBase()
+        {
+            var bytes = new byte[8];
+            using (var rng = System.Security.Cryptography.RandomNumberGenerator.Create()) rng.GetBytes(bytes);
+            return (long)(BitConverter.ToUInt64(bytes, 0) >> 13);
+        }
         public int Reconnects { get; private set; }
 
         /// curveServerPublic / curveClientPublic / curveClientSecret: the Z85 keys of `village keys` files
@@ -56,6 +65,7 @@ namespace Village.Bridge
             this.curveServerPublic = curveServerPublic;
             this.curveClientPublic = curveClientPublic;
             this.curveClientSecret = curveClientSecret;
+            nextId = RandomIdBase();
             Connect();
         }
 

@@ -41,6 +41,15 @@ namespace VillageBridge
         readonly int timeoutMs, retries;
         ClientWebSocket ws;
         long nextId;
+
+        /// Request ids start from a random base below 2^51, not from 1: the server remembers creates per
+        /// connection, and two games (or a restarted one) must never send the same first request.
+        static long RandomIdBase()
+        {
+            var bytes = new byte[8];
+            using (var rng = System.Security.Cryptography.RandomNumberGenerator.Create()) rng.GetBytes(bytes);
+            return (long)(BitConverter.ToUInt64(bytes, 0) >> 13);
+        }
         public int Reconnects { get; private set; }
         public List<string> Npcs { get; private set; } = new List<string>();
         public List<string> Actors { get; private set; } = new List<string>();
@@ -52,6 +61,7 @@ namespace VillageBridge
             this.token = token;
             this.timeoutMs = timeoutMs;
             this.retries = retries;
+            nextId = RandomIdBase();
             Connect();
         }
 

@@ -8,9 +8,12 @@
 // Node.js only (the npm `zeromq` package is a native addon); a browser game talks to a small Node relay.
 // Types: village_client.d.ts. Protocol: docs/protocol.md.
 //
-// Lazy Pirate: a Request socket with a receive timeout per attempt; on silence the socket is closed
-// (linger 0), a new one connects and the same request (same id, same bytes) is re-sent, `retries` times.
-// One request at a time per client (REQ); create several clients for concurrency.
+// Lazy Pirate: a Request socket with a receive timeout per attempt; on silence the same request (same id,
+// same bytes) is re-sent on the same socket, `retries` times (relaxed: a REQ socket may send again without
+// a reply; correlate: a late reply to an earlier attempt is dropped; libzmq reconnects to a restarted
+// server by itself). The server answers a retried session.create/event/step from its replay cache, and
+// remembers creates per connection; request ids start from a random base, so two games (or a restarted
+// one) never share a session. One request at a time per client (REQ); create several for concurrency.
 import { Request } from "zeromq";
 import { encode, decode } from "@msgpack/msgpack";
 
@@ -56,14 +59,17 @@ export class VillageBridgeClient {
     this.timeoutMs = timeoutMs;
     this.retries = retries;
     this.curve = curve;  // {serverPublicKey, publicKey, secretKey} (Z85 strings) or null
-    this.nextId = 0;
+    // ids from a random base below 2^51: exact as JavaScript numbers, and unlike any other client's
+    this.nextId = Math.floor(Math.random() * 2 ** 51);
     this.reconnects = 0;
     this.socket = null;
     this.connect();
   }
 
   connect() {
-    const options = { receiveTimeout: this.timeoutMs, linger: 0 };
+    // send bounded too: a REQ socket with no live peer (a failed CURVE handshake) waits in send
+    const options = { receiveTimeout: this.timeoutMs, sendTimeout: this.timeoutMs, linger: 0, relaxed: true,
+      correlate: true };
     if (this.curve) {
       options.curveServerKey = this.curve.serverPublicKey;
       options.curvePublicKey = this.curve.publicKey;
@@ -91,10 +97,8 @@ export class VillageBridgeClient {
       } catch (err) {
         if (err instanceof BridgeError) throw err;
         if (err?.code !== "EAGAIN") throw err;
-        // silence: the REQ socket is stuck waiting; drop it and start over (Lazy Pirate)
-        this.socket.close();
+        // silence: send the same bytes again on the same (relaxed) socket
         this.reconnects++;
-        this.connect();
       }
     }
     throw new BridgeError("timeout", `no reply from ${this.endpoint} after ${this.retries + 1} attempts of ${this.timeoutMs} ms`, id);

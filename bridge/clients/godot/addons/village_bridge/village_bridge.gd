@@ -30,7 +30,7 @@ var is_ready = false  # connected and hello done
 
 var _ws = WebSocketClient.new()
 var _pending = {}  # id -> {"op", "bytes", "deadline", "session"}
-var _next_id = 1
+var _next_id = 1  # set from a random base in _init (see there)
 var _backoff = 0.0
 var _retry_at = -1.0
 var _want_open = false
@@ -38,6 +38,14 @@ var _open = false
 var _hello_id = -1
 var _inbox = []  # replies decoded during the socket's poll, dispatched after it returns
 var _in_socket_poll = false
+
+
+func _init() -> void:
+	# request ids from a random base below 2^51, not from 1: the server remembers creates per connection, and
+	# two games (or a restarted one) must never send the same first request
+	var rng = RandomNumberGenerator.new()
+	rng.randomize()
+	_next_id = ((rng.randi() & 0x7FFFF) << 32) | rng.randi()
 
 
 func _ready() -> void:
