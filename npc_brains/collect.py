@@ -147,6 +147,10 @@ class Collector:
         """The sampling generator's state (stored in checkpoints)."""
         return self.generator.get_state()
 
+    def events(self) -> list[dict[str, Any]]:
+        """Nothing to report (the Rollouts seam's event rows come from collectors elsewhere)."""
+        return []
+
     def collect(self, store_probs: bool, out: dict[str, torch.Tensor] | None = None) -> Batch:
         """T ticks of every village; into `out` (from `buffers()`) when given, else into fresh tensors."""
         env, dev, T = self.env, self.device, self.rollout

@@ -7,7 +7,8 @@
                               ├─ updates_per_episode gradient steps per finished episode, each on
                               │    batch_episodes episodes sampled uniformly (once the replay holds that many)
                               └─ metrics.jsonl (+ TensorBoard) row per round, checkpoints (atomic; the replay
-                                   travels in checkpoints/last.pt so --resume after kill -9 goes on with it)
+                                   travels in checkpoints/last.pt so --resume after kill -9 goes on with it):
+                                   the run loop of npc_brains.runloop, shared with the PPO family
 
 Defaults that adapt to the run (docs/training.md "Off-policy learners"): epsilon anneals over
 min(epsilon_anneal, half the run's joint steps); QMIX's hard target copy every min(target_update, a twentieth
@@ -36,13 +37,13 @@ from npc_brains.checkpoint import (
     check_env_compatible,
     env_description,
     load_checkpoint,
-    save_checkpoint,
 )
 from npc_brains.config import TrainConfig
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
-from npc_brains.metrics import MetricsWriter, truncate_metrics
+from npc_brains.metrics import MetricsWriter
 from npc_brains.networks import Actor, NetSpec
 from npc_brains.replay import EpisodeBuilder, EpisodeReplay, EpisodeSink
+from npc_brains.runloop import Result, RunLoop
 
 if TYPE_CHECKING:
     from npc_brains.distributed import RayOptions
@@ -115,6 +116,9 @@ class EpisodeCollector:
     def rng_state(self) -> torch.Tensor:
         return self.generator.get_state()
 
+    def events(self) -> list[dict[str, Any]]:
+        return []  # nothing to report: only workers elsewhere restart
+
     def collect(self, epsilons: Sequence[float], sink: EpisodeSink, update: int) -> Round:
         """len(epsilons) ticks of every env, tick t exploring with epsilons[t]; finished episodes go to `sink`,
         stamped with `update` (the learner's gradient steps so far)."""
@@ -137,19 +141,7 @@ class EpisodeCollector:
         return out
 
 
-@dataclasses.dataclass
-class Result:
-    run_dir: Path
-    steps: int
-    updates: int
-    seconds: float
-    interrupted: bool
-    final_return: float | None
-    rollbacks: int = 0
-    final_win_rate: float | None = None
-
-
-class OffPolicyTrainer:
+class OffPolicyTrainer(RunLoop):
     def __init__(self, cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None,
                  tensorboard: bool = True, ray: RayOptions | None = None):
         from npc_brains.trainer import pick_device
@@ -273,38 +265,6 @@ class OffPolicyTrainer:
         return {"kind": "policy", "config": self.cfg.to_dict(), "net": self.spec.to_dict(),
                 "env": env_description(self.env), "model": model}
 
-    def save(self, final: bool = False) -> Path:
-        path = self._write(self.ckpt_dir / "last.pt", self._state_dict)
-        if final:
-            self._write(self.run_dir / "policy.pt", self.policy_payload)
-        return path
-
-    def _write(self, path: Path, payload: Any) -> Path:
-        from npc_brains.trainer import WriteFailed
-
-        try:
-            return save_checkpoint(path, payload())
-        except OSError as exc:
-            raise WriteFailed(path, exc) from None
-
-    def _salvage(self, failure: Exception) -> str:
-        """After a failed write, save what still can be (the checkpoint, then the policy) and say which (as
-        the PPO family's trainer does)."""
-        from npc_brains.trainer import WriteFailed
-
-        saved, lost = [], []
-        for path, payload in ((self.ckpt_dir / "last.pt", self._state_dict),
-                              (self.run_dir / "policy.pt", self.policy_payload)):
-            try:
-                self._write(path, payload)
-                saved.append(str(path))
-            except WriteFailed:
-                lost.append(str(path))
-        outcome = f"saved {' and '.join(saved)} at step {self.global_step}" if saved else "nothing could be saved"
-        if saved and lost:
-            outcome += f" ({' and '.join(lost)} could not be written)"
-        return f"{failure}; {outcome}"
-
     # ------------------------------------------------------------------ one round
     def epsilon(self) -> float:
         cfg = self.cfg
@@ -355,85 +315,37 @@ class OffPolicyTrainer:
         return out
 
     # ------------------------------------------------------------------ main loop
-    def train(self) -> Result:
-        cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
-        rounds = self._start_rollouts()
-        remote = rounds is not self.collector
-        try:
-            writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
-            writer.listeners.extend(self.metrics_listeners)
-        except BaseException:
-            if remote:
-                rounds.close()
-            raise
-        from tqdm import tqdm
+    def _open_collection(self) -> Any:
+        return self._start_rollouts()
 
-        bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",
-                   unit_scale=True, dynamic_ncols=True, disable=not self.progress, desc=cfg.algo)
-        from npc_brains.trainer import RunWriteError, WriteFailed
+    def _update_once(self, writer: MetricsWriter, start: float) -> tuple[dict[str, Any], dict[str, str]]:
+        t0 = time.perf_counter()
+        stored, returns, wins = self.collect_round()
+        t_collect = time.perf_counter() - t0
+        stats = self.learn(stored)
+        self.update += 1
+        self.global_step += self.rows_per_update
+        row: dict[str, Any] = {"step": self.global_step, "update": self.update, "time_s": time.perf_counter() - start}
+        if returns:
+            finished = np.concatenate(returns)
+            self.last_return = float(finished.mean())
+            row["episodes"] = int(finished.size // self.N)
+        else:
+            row["episodes"] = 0
+        if wins:
+            self.last_win = float(np.concatenate(wins).mean())
+            row["win_rate"] = self.last_win
+        row["episode_return_mean"] = self.last_return
+        elapsed = time.perf_counter() - t0
+        row.update(sps=self.rows_per_update / max(elapsed, 1e-9), collect_s=t_collect,
+                   update_s=elapsed - t_collect, epsilon=self.epsilon() if self.cfg.algo == "qmix" else None,
+                   replay_size=self.replay.size, replay_episodes_added=self.replay.added)
+        row.update(stats)
+        return row, {"q": f"{stats.get('q_mean', float('nan')):.2f}"}
 
-        start = time.perf_counter()
-        start_step = self.global_step
-        interrupted = False
-        failure: WriteFailed | None = None
-        try:
-            while self.update < self.total_updates:
-                t0 = time.perf_counter()
-                stored, returns, wins = self.collect_round()
-                t_collect = time.perf_counter() - t0
-                stats = self.learn(stored)
-                self.update += 1
-                self.global_step += self.rows_per_update
-                row: dict[str, Any] = {"step": self.global_step, "update": self.update,
-                                       "time_s": time.perf_counter() - start}
-                if returns:
-                    finished = np.concatenate(returns)
-                    self.last_return = float(finished.mean())
-                    row["episodes"] = int(finished.size // self.N)
-                else:
-                    row["episodes"] = 0
-                if wins:
-                    self.last_win = float(np.concatenate(wins).mean())
-                    row["win_rate"] = self.last_win
-                row["episode_return_mean"] = self.last_return
-                elapsed = time.perf_counter() - t0
-                row.update(sps=self.rows_per_update / max(elapsed, 1e-9), collect_s=t_collect,
-                           update_s=elapsed - t_collect, epsilon=self.epsilon() if cfg.algo == "qmix" else None,
-                           replay_size=self.replay.size, replay_episodes_added=self.replay.added)
-                row.update(stats)
-                try:
-                    writer.write(row)
-                    if remote:
-                        for event in rounds.events():  # a worker restarted, ...
-                            writer.write({"step": self.global_step, "update": self.update, **event})
-                except OSError as exc:
-                    raise WriteFailed(writer.path, exc) from None
-                if self.update % cfg.checkpoint_every == 0 or self.update == self.total_updates:
-                    self.save(final=self.update == self.total_updates)
-                bar.update(self.rows_per_update)
-                bar.set_postfix(ret=f"{self.last_return:.2f}" if self.last_return is not None else "-",
-                                q=f"{stats.get('q_mean', float('nan')):.2f}", refresh=False)
-        except KeyboardInterrupt:
-            interrupted = True
-            try:
-                self.save(final=True)
-            except WriteFailed as exc:
-                failure = exc
-        except WriteFailed as exc:
-            failure = exc
-        finally:
-            if remote:
-                rounds.close()
-            bar.close()
-            writer.close()
-        seconds = time.perf_counter() - start
-        if failure is not None:
-            raise RunWriteError(self._salvage(failure))
-        return Result(self.run_dir, self.global_step - start_step, self.update, seconds, interrupted,
-                      self.last_return, 0, self.last_win)
+    def _close_collection(self) -> None:
+        if self._rollouts is not self.collector:
+            self._rollouts.close()
 
 
 __all__ = ["OffPolicyTrainer", "Result", "offpolicy_envs"]

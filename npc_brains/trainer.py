@@ -10,7 +10,8 @@
                 │     gradient-conflict probe, teacher EMA
                 │     (on CPU each minibatch is cut in halves, the second on another core once the collector is done)
                 ├─ StabilityMonitor.end_epoch() -> rollback to the last good state + adjustment
-                └─ metrics.jsonl, checkpoints (atomic), progress bar
+                └─ metrics.jsonl, checkpoints (atomic), progress bar (npc_brains.runloop, shared with the
+                   replay learners)
 
 The maths lives in npc_brains.maths so tests can call it; this file is the order in which it runs.
 """
@@ -22,7 +23,6 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +37,6 @@ from npc_brains.checkpoint import (
     check_env_compatible,
     env_description,
     load_checkpoint,
-    save_checkpoint,
 )
 from npc_brains.collect import (
     Batch,
@@ -51,8 +50,9 @@ from npc_brains.collect import (
 from npc_brains.config import ConfigError, TrainConfig, config_from_dict, update_shape
 from npc_brains.diagnose.signals import batch_signals
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
-from npc_brains.metrics import MetricsWriter, truncate_metrics
+from npc_brains.metrics import MetricsWriter
 from npc_brains.networks import Brain, NetSpec
+from npc_brains.runloop import Result, RunLoop, RunWriteError, WriteFailed
 from npc_brains.stability import StabilityMonitor, Thresholds, cooperation_efficiency
 
 if TYPE_CHECKING:
@@ -96,31 +96,7 @@ class Adjust:
     explore: float = 1.0
 
 
-class WriteFailed(Exception):
-    """One of a run's files could not be written: where, and the system's reason."""
-
-    def __init__(self, path: Path, exc: OSError):
-        self.path = path
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        super().__init__(f"cannot write {path}: {reason}")
-
-
-class RunWriteError(Exception):
-    """Training stopped because a write failed; the message also says what was saved afterwards."""
-
-
-@dataclass
-class Result:
-    run_dir: Path
-    steps: int
-    updates: int
-    seconds: float
-    interrupted: bool
-    final_return: float | None
-    rollbacks: int
-
-
-class Trainer:
+class Trainer(RunLoop):
     def __init__(self, cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None,
                  tensorboard: bool = True, ray: RayOptions | None = None):
         cfg = cfg.resolved()
@@ -254,35 +230,6 @@ class Trainer:
         model = {k: v for k, v in self.brain.state_dict().items() if k.startswith(("actor.", "value_norm."))}
         return {"kind": "policy", "config": self.cfg.to_dict(), "net": self.spec.to_dict(),
                 "env": env_description(self.env), "model": model}
-
-    def save(self, final: bool = False) -> Path:
-        path = self._write(self.ckpt_dir / "last.pt", self._state_dict)
-        if final:
-            self._write(self.run_dir / "policy.pt", self.policy_payload)
-        return path
-
-    @staticmethod
-    def _write(path: Path, payload: Callable[[], dict[str, Any]]) -> Path:
-        try:
-            return save_checkpoint(path, payload())
-        except OSError as exc:
-            raise WriteFailed(path, exc) from None
-
-    def _salvage(self, failure: WriteFailed) -> str:
-        """After a failed write, save what still can be (the checkpoint, then the policy) and say which."""
-        saved, lost = [], []
-        for path, payload in ((self.ckpt_dir / "last.pt", self._state_dict),
-                              (self.run_dir / "policy.pt", self.policy_payload)):
-            try:
-                self._write(path, payload)
-                saved.append(str(path))
-            except WriteFailed:
-                lost.append(str(path))
-        outcome = (f"saved {' and '.join(saved)} at step {self.global_step}" if saved
-                   else "nothing could be saved")
-        if saved and lost:
-            outcome += f" ({' and '.join(lost)} could not be written)"
-        return f"{failure}; {outcome}"
 
     def _snapshot(self) -> dict[str, Any]:
         return {"model": copy.deepcopy(self.brain.state_dict()),
@@ -845,114 +792,73 @@ class Trainer:
                                               self.cfg.bootstrap_truncated, self.collector.rng_state())
         return self._rollouts
 
-    def train(self) -> Result:
-        cfg = self.cfg
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-        truncate_metrics(self.run_dir / "metrics.jsonl", self.global_step)
+    def _open_collection(self) -> Collector | Rollouts:
         # first: a forked child copies none of the threads TensorBoard's writer and the progress bar start
         rollouts = self._start_rollouts()
-        in_process = rollouts is not self.collector  # collected elsewhere: a child process or Ray workers
-        try:
-            writer = MetricsWriter(self.run_dir, tensorboard=self.tensorboard)
-            writer.listeners.extend(self.metrics_listeners)
-        except BaseException:
-            if in_process:
-                rollouts.close()
-            raise
-        from tqdm import tqdm
+        self._remote = rollouts is not self.collector  # collected elsewhere: a child process or Ray workers
+        self._executor = (ThreadPoolExecutor(1, thread_name_prefix="collector")
+                          if self.cfg.double_buffer and not self._remote else None)
+        self._pending: Future | PendingRollout | None = None  # the next batch, being collected
+        return rollouts
 
-        bar = tqdm(total=self.total_updates * self.rows_per_update, initial=self.global_step, unit="step",
-                   unit_scale=True, dynamic_ncols=True, disable=not self.progress, desc=f"{cfg.algo}")
+    def _store_probs(self) -> bool:
+        cfg = self.cfg
+        return bool(cfg.shaping) and maths.shaping_weight(self.global_step // max(self.N, 1), cfg.shaping_anneal) > 0
 
-        executor = (ThreadPoolExecutor(1, thread_name_prefix="collector") if cfg.double_buffer and not in_process
-                    else None)
-        pending: Future | PendingRollout | None = None  # the next batch, being collected
-        start = time.perf_counter()
-        start_step = self.global_step
-        interrupted = False
-        failure: WriteFailed | None = None  # a checkpoint or metrics write that failed (disk full, dir gone)
+    def _update_once(self, writer: MetricsWriter, start: float) -> tuple[dict[str, Any], dict[str, str]]:
+        cfg, rollouts = self.cfg, self._rollouts
+        t0 = time.perf_counter()
+        if cfg.double_buffer:
+            batch = self._pending.result() if self._pending is not None else rollouts.collect(self._store_probs())
+            self._pending = None
+            if self.update + 1 < self.total_updates:
+                rollouts.sync(self.brain.actor)
+                self._pending = (rollouts.submit(self._store_probs()) if self._remote
+                                 else self._executor.submit(rollouts.collect, self._store_probs()))
+        else:
+            rollouts.sync(self.brain.actor)
+            batch = rollouts.collect(self._store_probs())
+        t_collect = time.perf_counter() - t0
+        self._collecting = self._pending
+        stats = self.learn(batch)
+        self.update += 1
+        self.global_step += self.rows_per_update
+        row: dict[str, Any] = {"step": self.global_step, "update": self.update, "time_s": time.perf_counter() - start}
+        if batch.episode_returns:
+            finished = np.concatenate(batch.episode_returns)
+            self.last_return = float(finished.mean())
+            self.epoch_returns.append(finished)
+            row["episodes"] = int(finished.size)
+        else:
+            row["episodes"] = 0
+        if batch.episode_wins:  # a world with a win condition (engine.tasks)
+            row["win_rate"] = float(np.concatenate(batch.episode_wins).mean())
+        row["episode_return_mean"] = self.last_return
+        elapsed = time.perf_counter() - t0
+        row["sps"] = self.rows_per_update / max(elapsed, 1e-9)
+        row["collect_s"] = batch.seconds if cfg.double_buffer else t_collect
+        row["update_s"] = elapsed - t_collect
+        row.update(stats)
+        if self.epoch_returns and batch.episode_returns:
+            row.update(self.end_epoch(writer))
+        return row, {"ent": f"{stats.get('entropy', float('nan')):.2f}",
+                     "kl": f"{stats.get('approx_kl', float('nan')):.3f}"}
 
-        def store_probs() -> bool:
-            return bool(cfg.shaping) and maths.shaping_weight(self.global_step // max(self.N, 1),
-                                                              cfg.shaping_anneal) > 0
+    def _close_collection(self) -> None:
+        if self._remote:
+            self._rollouts.close()
+        self.collector.stop.set()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+        self.collector.stop.clear()
+        self._collecting = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
-        try:
-            while self.update < self.total_updates:
-                t0 = time.perf_counter()
-                if cfg.double_buffer:
-                    batch = pending.result() if pending is not None else rollouts.collect(store_probs())
-                    pending = None
-                    if self.update + 1 < self.total_updates:
-                        rollouts.sync(self.brain.actor)
-                        pending = (rollouts.submit(store_probs()) if in_process
-                                   else executor.submit(rollouts.collect, store_probs()))
-                else:
-                    rollouts.sync(self.brain.actor)
-                    batch = rollouts.collect(store_probs())
-                t_collect = time.perf_counter() - t0
-                self._collecting = pending
-                stats = self.learn(batch)
-                self.update += 1
-                self.global_step += self.rows_per_update
-                row: dict[str, Any] = {"step": self.global_step, "update": self.update,
-                                       "time_s": time.perf_counter() - start}
-                if batch.episode_returns:
-                    finished = np.concatenate(batch.episode_returns)
-                    self.last_return = float(finished.mean())
-                    self.epoch_returns.append(finished)
-                    row["episodes"] = int(finished.size)
-                else:
-                    row["episodes"] = 0
-                if batch.episode_wins:  # a world with a win condition (engine.tasks)
-                    row["win_rate"] = float(np.concatenate(batch.episode_wins).mean())
-                row["episode_return_mean"] = self.last_return
-                elapsed = time.perf_counter() - t0
-                row["sps"] = self.rows_per_update / max(elapsed, 1e-9)
-                row["collect_s"] = batch.seconds if cfg.double_buffer else t_collect
-                row["update_s"] = elapsed - t_collect
-                row.update(stats)
-                if self.epoch_returns and batch.episode_returns:
-                    row.update(self.end_epoch(writer))
-                try:
-                    writer.write(row)
-                    if in_process:
-                        for event in rollouts.events():  # a worker restarted, ...
-                            writer.write({"step": self.global_step, "update": self.update, **event})
-                except OSError as exc:
-                    raise WriteFailed(writer.path, exc) from None
-                if self.update % cfg.checkpoint_every == 0 or self.update == self.total_updates:
-                    self.save(final=self.update == self.total_updates)
-                bar.update(self.rows_per_update)
-                bar.set_postfix(ret=f"{self.last_return:.2f}" if self.last_return is not None else "-",
-                                ent=f"{stats.get('entropy', float('nan')):.2f}",
-                                kl=f"{stats.get('approx_kl', float('nan')):.3f}", refresh=False)
-        except KeyboardInterrupt:
-            interrupted = True
-            try:
-                self.save(final=True)
-            except WriteFailed as exc:
-                failure = exc
-        except WriteFailed as exc:
-            failure = exc
-        finally:
-            if in_process:
-                rollouts.close()
-            self.collector.stop.set()
-            if executor is not None:
-                executor.shutdown(wait=True, cancel_futures=True)
-            self.collector.stop.clear()
-            self._collecting = None
-            if self._pool is not None:
-                self._pool.shutdown(wait=True)
-                self._pool = None
-            bar.close()
-            writer.close()
-        seconds = time.perf_counter() - start
-        if failure is not None:
-            raise RunWriteError(self._salvage(failure))
-        return Result(self.run_dir, self.global_step - start_step, self.update, seconds, interrupted,
-                      self.last_return, self.monitor.rollbacks)
+    @property
+    def rollbacks(self) -> int:
+        return self.monitor.rollbacks
 
 
 def train(cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None = None) -> Result:
@@ -975,5 +881,5 @@ def config_from_checkpoint(path: str | Path, overrides: dict[str, Any] | None = 
         raise CheckpointError(f"{path}: stored configuration is not valid here ({exc})") from None
 
 
-__all__ = ["Batch", "Collector", "Result", "Trainer", "auto_envs", "config_from_checkpoint", "pick_device",
-           "train"]
+__all__ = ["Batch", "Collector", "Result", "RunWriteError", "Trainer", "WriteFailed", "auto_envs",
+           "config_from_checkpoint", "pick_device", "train"]

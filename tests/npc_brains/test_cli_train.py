@@ -203,9 +203,9 @@ def test_an_uncreatable_run_dir_is_one_line(tmp_path, village):
 def test_a_checkpoint_write_that_fails_mid_run_saves_what_it_can(tmp_path, village, monkeypatch):
     import errno
 
-    import npc_brains.trainer as trainer
+    import npc_brains.runloop as runloop  # where every trainer writes its checkpoints
 
-    real = trainer.save_checkpoint
+    real = runloop.save_checkpoint
     calls = {"last.pt": 0}
 
     def disk_full_on_the_second_checkpoint(path, payload):
@@ -215,7 +215,7 @@ def test_a_checkpoint_write_that_fails_mid_run_saves_what_it_can(tmp_path, villa
                 raise OSError(errno.ENOSPC, "No space left on device")
         return real(path, payload)
 
-    monkeypatch.setattr(trainer, "save_checkpoint", disk_full_on_the_second_checkpoint)
+    monkeypatch.setattr(runloop, "save_checkpoint", disk_full_on_the_second_checkpoint)
     out = village("--env", TINY, "--steps", "2000", "--envs", "2", "--rollout", "8", "--checkpoint-every", "1",
                   "--collector", "thread", "--run-dir", str(tmp_path), "--no-progress")
     assert out.returncode == 2 and "Traceback" not in out.stderr

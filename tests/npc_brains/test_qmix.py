@@ -148,12 +148,12 @@ def test_a_checkpoint_write_that_fails_is_one_line_and_saves_what_it_can(tmp_pat
     import errno
     from pathlib import Path
 
-    import npc_brains.offpolicy as offpolicy
+    import npc_brains.runloop as runloop  # the run loop the replay learners share with the PPO family
     from npc_brains.checkpoint import load_checkpoint
     from tests.npc_brains.offpolicy_helpers import ROOT, TINY, run_village_train
 
     monkeypatch.chdir(ROOT)
-    real = offpolicy.save_checkpoint
+    real = runloop.save_checkpoint
     calls = {"last.pt": 0}
 
     def disk_full_on_the_second_checkpoint(path, payload):
@@ -163,7 +163,7 @@ def test_a_checkpoint_write_that_fails_is_one_line_and_saves_what_it_can(tmp_pat
                 raise OSError(errno.ENOSPC, "No space left on device")
         return real(path, payload)
 
-    monkeypatch.setattr(offpolicy, "save_checkpoint", disk_full_on_the_second_checkpoint)
+    monkeypatch.setattr(runloop, "save_checkpoint", disk_full_on_the_second_checkpoint)
     code, err = run_village_train(capsys, "--env", TINY, "--algo", "qmix", "--steps", "400", "--envs", "2",
                                   "--batch-episodes", "2", "--hidden", "16", "--checkpoint-every", "1",
                                   "--run-dir", str(tmp_path), "--no-progress")
