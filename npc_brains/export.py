@@ -5,6 +5,8 @@
 [batch], the most likely valid action); the batch axis is dynamic. The default opset, 15, is one Unity
 Sentis and Unreal NNE read. The observation layout, the action names, the protocol version and the
 network's sizes travel in the model's metadata (`metadata_props`), so an engine can check what it feeds.
+The actor of npc_brains/networks.py is written node by node (`_actor_graph`: 22 nodes where torch's
+tracer writes some 95); another actor class is traced by torch.
 
 `OnnxPolicy` runs such a file (or a policy exported in memory) in onnxruntime with one intra-op thread
 and no spinning, for `village serve --backend onnx`. onnx, onnxscript and onnxruntime are the `[onnx]`
@@ -57,7 +59,8 @@ def _torch_policy(policy: Any) -> Any:
 
 
 class _Exported:
-    """The module traced into the graph: (obs, mask) -> (probs, action)."""
+    """The module traced into the graph by torch's exporter: (obs, mask) -> (probs, action). Used for an actor
+    that `_actor_graph` does not know."""
 
     @staticmethod
     def build(actor: Any) -> Any:
@@ -73,6 +76,113 @@ class _Exported:
                 return torch.softmax(logits, -1), logits.argmax(-1)
 
         return ActorGraph().eval()
+
+
+class _GraphBuilder:
+    """Nodes and initialisers of a graph in the making (onnx.helper's lists, with fresh names)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Any] = []
+        self.inits: list[Any] = []
+        self._n = 0
+
+    def const(self, value: Any, dtype: Any = np.float32) -> str:
+        from onnx import numpy_helper
+
+        self._n += 1
+        name = f"c{self._n}"
+        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(np.asarray(value, dtype)), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], output: str | None = None, **attrs: Any) -> str:
+        from onnx import helper
+
+        self._n += 1
+        out = output or f"t{self._n}"
+        self.nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+
+def _actor_graph(actor: Any, opset: int) -> Any:
+    """The actor of npc_brains/networks.py written as a graph by hand, or None for another actor class.
+
+    Torch's tracer writes each tensor operation of the Python forward as it comes (some 40 nodes after
+    onnxruntime's own fusions: shape arithmetic, the slot head's views, slices of FiLM's output); at 16 rows
+    the cost of a node is its dispatch, not its arithmetic, so the same function is written here with fewer:
+    FiLM's shift goes into the Gemm that follows as its C input and its bias into the biases downstream, the
+    slot head's output layer is one Gemm over the (rows, slots x hidden) activations whose weights put each
+    (kind, slot) logit in its kind-major column and that adds the untargeted head as C. Same arithmetic up to
+    float32 rounding (the parity test: probabilities within 1e-5, the same greedy actions)."""
+    from onnx import TensorProto, helper
+
+    from npc_brains.networks import Actor
+
+    if type(actor) is not Actor:
+        return None
+    spec = actor.spec
+
+    def w(t: Any) -> np.ndarray:
+        return t.detach().cpu().numpy().astype(np.float32)
+
+    g = _GraphBuilder()
+    enc = actor.encoder
+    h = g.op("Tanh", [g.op("Gemm", ["obs", g.const(w(enc.l1.weight)), g.const(w(enc.l1.bias))], transB=1)])
+    h = g.op("Tanh", [g.op("Gemm", [h, g.const(w(enc.l2.weight)), g.const(w(enc.l2.bias))], transB=1)])
+    hidden = spec.hidden
+    shift_bias = np.zeros(hidden, np.float32)  # what `adapted` lacks: added by every consumer's bias instead
+    if actor.film is not None:
+        idx = [int(i) for i in spec.cond_index]
+        if idx == list(range(idx[0], idx[0] + len(idx))):
+            cond = g.op("Slice", ["obs", g.const([idx[0]], np.int64), g.const([idx[-1] + 1], np.int64),
+                                  g.const([1], np.int64)])
+        else:
+            cond = g.op("Gather", ["obs", g.const(idx, np.int64)], axis=1)
+        fw, fb = w(actor.film.lin.weight), w(actor.film.lin.bias)
+        scaled = g.op("Mul", [h, g.op("Gemm", [cond, g.const(fw[:hidden]), g.const(fb[:hidden] + 1)], transB=1)])
+        adapted = g.op("Gemm", [cond, g.const(fw[hidden:]), scaled], transB=1)  # h * (1 + gamma) + beta - b
+        shift_bias = fb[hidden:]
+    else:
+        adapted = h
+    head_w, head_b = w(actor.head.weight), w(actor.head.bias) + w(actor.head.weight) @ shift_bias
+    sh = actor.slot_head
+    if sh is None:
+        logits = g.op("Gemm", [adapted, g.const(head_w), g.const(head_b)], transB=1)
+    else:
+        offset, feats, slots, untargeted, kinds = sh.offset, sh.features, sh.slots, sh.untargeted, sh.kinds
+        self_w = w(sh.from_self.weight)
+        slot_hidden = self_w.shape[0]
+        per_self = g.op("Gemm", [adapted, g.const(self_w), g.const(w(sh.from_self.bias) + self_w @ shift_bias
+                                                                   + w(sh.from_slot.bias))], transB=1)
+        cols = g.op("Slice", ["obs", g.const([offset], np.int64), g.const([offset + slots * feats], np.int64),
+                              g.const([1], np.int64)])
+        per_slot = g.op("Gemm", [g.op("Reshape", [cols, g.const([-1, feats], np.int64)]),
+                                 g.const(w(sh.from_slot.weight))], transB=1)  # (rows x slots, slot_hidden)
+        z = g.op("Add", [g.op("Reshape", [per_slot, g.const([-1, slots, slot_hidden], np.int64)]),
+                         g.op("Unsqueeze", [per_self, g.const([1], np.int64)])])
+        z = g.op("Reshape", [g.op("Tanh", [z]), g.const([-1, slots * slot_hidden], np.int64)])
+        out_w, out_b = w(sh.out.weight), w(sh.out.bias)  # (kinds, slot_hidden), (kinds,)
+        block = np.zeros((slots * slot_hidden, spec.n_actions), np.float32)
+        for k in range(slots):
+            for j in range(kinds):
+                col = untargeted + j * slots + k  # the flat action layout is kind-major
+                block[k * slot_hidden:(k + 1) * slot_hidden, col] = out_w[j]
+                head_b[col] += out_b[j]
+        untargeted_logits = g.op("Gemm", [adapted, g.const(head_w), g.const(head_b)], transB=1)
+        logits = g.op("Gemm", [z, g.const(block), untargeted_logits])
+    from npc_brains.runtime import MASKED_LOGIT
+
+    masked = g.op("Where", ["mask", logits, g.const(MASKED_LOGIT)])
+    g.op("Softmax", [masked], "probs", axis=-1)
+    g.op("ArgMax", [masked], "action", axis=-1, keepdims=0)
+    graph = helper.make_graph(
+        g.nodes, "village_actor",
+        [helper.make_tensor_value_info("obs", TensorProto.FLOAT, ["batch", spec.obs_dim]),
+         helper.make_tensor_value_info("mask", TensorProto.BOOL, ["batch", spec.n_actions])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["batch", spec.n_actions]),
+         helper.make_tensor_value_info("action", TensorProto.INT64, ["batch"])], g.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8  # what onnxruntime 1.14+ and Unity Sentis read
+    return model
 
 
 def metadata(policy: Any, opset: int) -> dict[str, str]:
@@ -100,19 +210,22 @@ def export_bytes(policy: Any, opset: int = DEFAULT_OPSET) -> bytes:
     import torch
 
     tp = _torch_policy(policy)
-    graph = _Exported.build(tp.actor.cpu())
-    obs = torch.zeros((2, tp.spec.obs_dim), dtype=torch.float32)
-    mask = torch.ones((2, tp.spec.n_actions), dtype=torch.bool)
-    buf = io.BytesIO()
-    import warnings
+    model = _actor_graph(tp.actor, opset)
+    if model is None:  # an actor class of its own: traced by torch
+        graph = _Exported.build(tp.actor.cpu())
+        obs = torch.zeros((2, tp.spec.obs_dim), dtype=torch.float32)
+        mask = torch.ones((2, tp.spec.n_actions), dtype=torch.bool)
+        buf = io.BytesIO()
+        import warnings
 
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notes: opset 15 needs it
-        torch.onnx.export(graph, (obs, mask), buf, input_names=["obs", "mask"], output_names=["probs", "action"],
-                          dynamic_axes={"obs": {0: "batch"}, "mask": {0: "batch"}, "probs": {0: "batch"},
-                                        "action": {0: "batch"}},
-                          opset_version=opset, dynamo=False, do_constant_folding=True)
-    model = onnx.load_from_string(buf.getvalue())
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notes: opset 15 needs it
+            torch.onnx.export(graph, (obs, mask), buf, input_names=["obs", "mask"],
+                              output_names=["probs", "action"],
+                              dynamic_axes={"obs": {0: "batch"}, "mask": {0: "batch"}, "probs": {0: "batch"},
+                                            "action": {0: "batch"}},
+                              opset_version=opset, dynamo=False, do_constant_folding=True)
+        model = onnx.load_from_string(buf.getvalue())
     for key, value in metadata(tp, opset).items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
@@ -130,8 +243,12 @@ def export_onnx(policy: Any, out: str | Path, opset: int = DEFAULT_OPSET) -> Pat
     return write_atomically(out, data)
 
 
+_PROBS = ["probs"]
+
+
 class OnnxPolicy:
-    """An exported actor in onnxruntime (one thread, no spinning), behind the `Policy` interface."""
+    """An exported actor in onnxruntime (one thread, no spinning), behind the `Policy` interface. `act` feeds
+    the caller's arrays as they are when they already have the graph's dtypes (no copies)."""
 
     backend = "onnx"
 
@@ -164,20 +281,23 @@ class OnnxPolicy:
 
     def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
             with_values: bool = False) -> PolicyOutput:
-        obs = np.ascontiguousarray(obs, np.float32)
-        mask = np.ascontiguousarray(mask, bool)
+        if obs.dtype != np.float32 or not obs.flags.c_contiguous:
+            obs = np.ascontiguousarray(obs, np.float32)
+        if mask.dtype != np.bool_ or not mask.flags.c_contiguous:
+            mask = np.ascontiguousarray(mask, bool)
         if obs.ndim != 2 or obs.shape[1] != self.obs_dim:
             raise ValueError(f"obs: expected shape (R, {self.obs_dim}), got {obs.shape}")
         if mask.shape != (obs.shape[0], self.n_actions):
             raise ValueError(f"mask: expected shape ({obs.shape[0]}, {self.n_actions}), got {mask.shape}")
-        probs, greedy = self._run(None, {"obs": obs, "mask": mask})
         if deterministic:
-            actions = greedy
+            probs, actions = self._run(None, {"obs": obs, "mask": mask})
         else:  # inverse CDF; a masked action has probability exactly 0, so it is never reached
+            (probs,) = self._run(_PROBS, {"obs": obs, "mask": mask})
             cdf = probs.cumsum(1)
-            u = self.rng.random(len(obs), dtype=np.float32) * cdf[:, -1]
+            u = self.rng.random(len(obs), dtype=np.float32)
+            u *= cdf[:, -1]
             actions = (cdf > u[:, None]).argmax(1)
-        return PolicyOutput(np.asarray(actions, np.int64), probs if with_probs else None)
+        return PolicyOutput(actions, probs if with_probs else None)
 
 
 def onnx_policy(policy: Any, seed: int | None = 0) -> OnnxPolicy:

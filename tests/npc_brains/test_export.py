@@ -83,6 +83,34 @@ def test_sampling_respects_the_mask_and_the_seed(exported, recorded):
     assert np.array_equal(a, OnnxPolicy(exported, seed=1).act(obs, mask).actions)
 
 
+def test_sampling_draws_the_inverse_cdf_of_the_probabilities(exported, recorded):
+    """The draw inside the graph is the inverse CDF of `probs` at the policy's uniform numbers."""
+    obs, mask = recorded[0][:1000], recorded[1][:1000]
+    out = OnnxPolicy(exported, seed=4).act(obs, mask, with_probs=True)
+    u = np.random.default_rng(4).random(len(obs), dtype=np.float32)
+    cdf = out.probs.cumsum(1)
+    assert np.array_equal(out.actions, (cdf > (u * cdf[:, -1])[:, None]).argmax(1))
+    assert out.actions.dtype == np.int64
+
+
+def test_the_written_graph_equals_the_traced_one(recorded):
+    """The actor written node by node (few nodes) computes what torch's tracer of its forward does."""
+    from npc_brains.export import export_bytes
+    from npc_brains.networks import Actor
+    from npc_brains.resolve import load_policy as load_torch
+
+    obs, mask = recorded[0][:2000], recorded[1][:2000]
+    tp = load_torch("default", backend="torch")
+    written = onnx.load_from_string(export_bytes(tp))
+    assert len(written.graph.node) <= 25
+    tp.actor.__class__ = type("OtherActor", (Actor,), {})  # a class _actor_graph does not know: traced
+    traced = export_bytes(tp)
+    a = OnnxPolicy(written.SerializeToString()).act(obs, mask, deterministic=True, with_probs=True)
+    b = OnnxPolicy(traced).act(obs, mask, deterministic=True, with_probs=True)
+    assert np.array_equal(a.actions, b.actions) and np.abs(a.probs - b.probs).max() < 1e-5
+    assert len(onnx.load_from_string(traced).graph.node) > len(written.graph.node)
+
+
 def test_baselines_and_foreign_files_are_clear_errors(tmp_path):
     from npc_brains.baselines import ScriptedPolicy
 
