@@ -150,7 +150,8 @@ class NumpyPolicy(_PolicyBase):
         z += hb[:, None, A:]  # and the NPC itself
         np.tanh(z, out=z)
         targeted = raw[:, u:].reshape(len(obs), kinds, slots)  # a view: logits are kind-major
-        targeted += (z @ wo).transpose(0, 2, 1)
+        # one (R x slots, H) @ (H, kinds) product: numpy multiplies an (R, slots, H) stack as R small matrices
+        targeted += (z.reshape(-1, z.shape[2]) @ wo).reshape(len(obs), slots, kinds).transpose(0, 2, 1)
         targeted += bo
         return raw
 
