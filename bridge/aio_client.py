@@ -1,8 +1,9 @@
 """asyncio client of the bridge: many requests in flight on one DEALER socket, matched to replies by id.
 
-Each request waits at most `timeout` seconds and is re-sent (same id, same bytes) up to `retries` times;
-a timeout also replaces the socket (linger 0), since a silent peer may be a restarted server. Requests
-that were in flight on the old socket time out and re-send themselves on the new one.
+Each request waits at most `timeout` seconds and is re-sent (same id, same bytes) up to `retries` times on
+the same socket: libzmq reconnects to a restarted server by itself, and every attempt keeps the routing id
+the server scopes its retried-create cache by, so a create re-sent after a timeout finds its session. A late
+reply to an earlier attempt matches no pending id (or a finished one) and is dropped.
 
     async with AsyncBridgeClient("tcp://127.0.0.1:5555") as bridge:
         actions, _ = await bridge.act(obs, mask)
@@ -27,7 +28,6 @@ class AsyncBridgeClient(_Ops):
                  context: zmq.asyncio.Context | None = None, limits: P.Limits | None = None):
         self._configure(endpoint, timeout, retries, curve, limits, context, zmq.asyncio.Context)
         self._pending: dict[Any, asyncio.Future[dict[str, Any]]] = {}
-        self._generation = 0
         self.sock: zmq.asyncio.Socket | None = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -58,19 +58,6 @@ class AsyncBridgeClient(_Ops):
             if future is not None and not future.done():
                 future.set_result(reply)
 
-    async def _reconnect(self, generation: int) -> None:
-        if generation != self._generation:
-            return  # another request already replaced the socket
-        self._generation += 1
-        self.reconnects += 1
-        if self._reader is not None:
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        if self.sock is not None:
-            self.sock.close(0)
-        self._connect()
-
     async def request(self, op: str, **fields: Any) -> dict[str, Any]:
         if self.sock is None:
             self._connect()
@@ -80,14 +67,14 @@ class AsyncBridgeClient(_Ops):
         self._pending[request_id] = future
         try:
             for _ in range(self.retries + 1):
-                generation = self._generation
                 assert self.sock is not None
-                await self.sock.send_multipart([b"", body])
                 try:
+                    # the send is bounded too: a DEALER with no live peer (a failed CURVE handshake) waits in it
+                    await asyncio.wait_for(self.sock.send_multipart([b"", body]), self.timeout)
                     reply = await asyncio.wait_for(asyncio.shield(future), self.timeout)
                     return result_of(reply, request_id)
                 except asyncio.TimeoutError:
-                    await self._reconnect(generation)
+                    self.reconnects += 1  # unanswered in time: send again
             raise BridgeTimeout(f"no reply from {self.endpoint} after {self.retries + 1} attempts of "
                                 f"{self.timeout} s", request_id)
         finally:

@@ -1,6 +1,6 @@
 """The retried-create cache is per client: two clients that send the same create (same id, same body: ids
 numbered from 1, a restarted game) get a session each, while one client re-sending its own create gets the
-session it created, on both doors and across the Python client's reconnects."""
+session it created, on both doors and across the Python clients' retries."""
 
 from __future__ import annotations
 
@@ -76,6 +76,34 @@ def test_the_python_client_retries_a_slow_create_into_one_session(server, world_
         assert isinstance(c.ping(), float)
     with BridgeClient(server.endpoint, timeout=5.0) as d:  # another client's create is never served from c's
         assert d.session_create(world=world_text)["session"] != sid
+
+
+def test_the_asyncio_client_retries_a_slow_create_into_one_session(server, world_text):
+    import asyncio
+
+    from bridge.aio_client import AsyncBridgeClient
+
+    store, calls = server.store, []
+    create = store.create
+    with BridgeClient(server.endpoint, timeout=10.0) as warm:
+        warm.session_create(world=world_text)
+
+    def slow_create(fields):
+        calls.append(fields)
+        if len(calls) == 1:
+            time.sleep(1.0)
+        return create(fields)
+
+    store.create = slow_create
+
+    async def main() -> None:
+        async with AsyncBridgeClient(server.endpoint, timeout=0.3, retries=20) as c:
+            sid = (await c.session_create(world=world_text))["session"]
+            assert c.reconnects >= 2
+            assert len(calls) == 1 and len(store) == 2 and sid in store.sessions
+            assert (await c.session_state(sid, npc="Alda"))["npcs"][0]["alive"] is True
+
+    asyncio.run(main())
 
 
 def _ws_rpc(ws, body: bytes) -> dict:
