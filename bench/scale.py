@@ -1,11 +1,12 @@
 """Scaling: training NPC-steps/s with the in-process collector and with 1, 2, 4, ... Ray rollout workers.
 
-    python bench/scale.py [--workers 1,2] [--envs-per-worker 64] [--updates 10] [--device auto]
+    python bench/scale.py [--algo drmas] [--workers 1,2] [--envs-per-worker 64] [--updates 10] [--device auto]
                           [--ray local|auto|ADDRESS] [--world village-v1] [--json]
 
-Every row runs the real trainer (Dr. MAS, double buffering) for --updates updates; each worker steps
---envs-per-worker villages, so a run with K workers collects K times the rows of the in-process run per update
-(the in-process row steps the same villages as one worker). Two figures per row: end to end (the trainer's
+Every row runs the real trainer for --updates updates (Dr. MAS by default, double buffered; --algo qmix or
+maddpg: rounds of one episode length, then the gradient steps, the replay filled by the workers); each worker
+steps --envs-per-worker villages, so a run with K workers collects K times the rows of the in-process run per
+update (the in-process row steps the same villages as one worker). Two figures per row: end to end (the trainer's
 own clock, which starts once the workers are up) and steady state (the updates after the
 first two, from metrics.jsonl). With --json the last line is {"rows": [...]}. Rows run one after the other on
 one Ray, so on a shared machine the figures move with the load.
@@ -23,22 +24,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def run_row(workers: int, args: argparse.Namespace) -> dict:
-    from npc_brains.config import TrainConfig
+    from npc_brains.algorithms import make_trainer
+    from npc_brains.config import OFF_POLICY_ALGOS, TrainConfig
     from npc_brains.distributed import RayOptions
     from npc_brains.metrics import read_metrics
-    from npc_brains.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        base = dict(world=args.world, algo="drmas", envs=args.envs_per_worker, device=args.device, run_dir=tmp,
-                    shaping_anneal=0, checkpoint_every=10_000, seed=0)
-        probe = Trainer(TrainConfig(steps=1, **base), tensorboard=False)
-        rows_per_village = probe.N * probe.T
+        base = dict(world=args.world, algo=args.algo, envs=args.envs_per_worker, device=args.device, run_dir=tmp,
+                    checkpoint_every=10_000, seed=0)
+        if args.algo not in OFF_POLICY_ALGOS:
+            base.update(shaping_anneal=0)  # the shaping's action distributions travel with every batch
+        probe = make_trainer(TrainConfig(steps=1, **base), tensorboard=False)
+        rows_per_village = probe.rows_per_update // probe.B  # NPCs x ticks per update (round)
         villages = args.envs_per_worker * max(workers, 1)
         cfg = TrainConfig(steps=villages * rows_per_village * args.updates, **base)
         options = RayOptions(address=args.ray, workers=workers, envs_per_worker=args.envs_per_worker,
                              cpus_per_worker=args.cpus_per_worker) if workers \
             else None
-        trainer = Trainer(cfg, tensorboard=False, ray=options)
+        trainer = make_trainer(cfg, tensorboard=False, ray=options)
         result = trainer.train()  # its clock starts once the workers (or the child) are up
         rows = [r for r in read_metrics(Path(tmp) / "metrics.jsonl") if "update" in r and "event" not in r]
     first = rows[1] if len(rows) > 3 else rows[0]  # the first updates warm up (allocation, the first weights)
@@ -55,6 +58,8 @@ def run_row(workers: int, args: argparse.Namespace) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--algo", default="drmas", choices=["ippo", "mappo", "drmas", "qmix", "maddpg"],
+                        help="the learner (default: drmas; qmix and maddpg fill their replay from the workers)")
     parser.add_argument("--workers", default="1,2", help="comma-separated worker counts (default: 1,2)")
     parser.add_argument("--envs-per-worker", type=int, default=64, help="villages per worker (default: 64)")
     parser.add_argument("--updates", type=int, default=10,
