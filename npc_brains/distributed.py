@@ -7,7 +7,7 @@
                   concatenated worker by worker into the trainer's layout: B = K x E villages, village-major
 
 The replay learners (QMIX, MADDPG) use ReplayWorker actors the same way (RayReplayCollector): one collect call
-per worker per round, each playing its envs with npc_brains.offpolicy.EpisodeCollector (the learner's own
+per worker per round, each playing its envs with npc_brains.offpolicy_collect.EpisodeCollector (the learner's own
 acting code: epsilon-greedy for QMIX, the actor's Gumbel sample for MADDPG) and a CPU copy of the acting
 network; the finished episodes come back packed in one object and go into the learner's replay worker by worker.
 
@@ -349,13 +349,13 @@ class RayCollector(RayWorkers):
 # ------------------------------------------------------------------ replay learners (QMIX, MADDPG)
 class ReplayWorker:
     """One actor of a replay learner: E envs played with the algorithm's exploration by the learner's own
-    acting code (npc_brains.offpolicy.EpisodeCollector) and a CPU copy of the acting network."""
+    acting code (npc_brains.offpolicy_collect.EpisodeCollector) and a CPU copy of the acting network."""
 
     def __init__(self, cfg: TrainConfig, spec: dict[str, Any], envs: int, seed: int, max_len: int,
                  paths: list[str]):
         _worker_setup(paths)
         from npc_brains.envs import make_flat_env
-        from npc_brains.offpolicy import EpisodeCollector, acting_rule
+        from npc_brains.offpolicy_collect import EpisodeCollector, acting_rule
 
         self.env = make_flat_env(cfg, num_envs=envs, seed=seed)
         self.rounds = EpisodeCollector(self.env, Actor(NetSpec.from_dict(spec)), acting_rule(cfg),
@@ -402,7 +402,7 @@ class RayReplayCollector(RayWorkers):
 
     def collect(self, epsilons: Sequence[float], sink: Any, update: int) -> Any:
         """One round of every worker (a tick per epsilon); its episodes added to `sink`; a Round."""
-        from npc_brains.offpolicy import Round
+        from npc_brains.offpolicy_collect import Round
         from npc_brains.replay import add_packed
 
         parts = self.gather("collect", (self.ray.put(self.weights), list(epsilons), update))

@@ -14,8 +14,9 @@ Defaults that adapt to the run (docs/training.md "Off-policy learners"): epsilon
 min(epsilon_anneal, half the run's joint steps); QMIX's hard target copy every min(target_update, a twentieth
 of the run's gradient steps); the replay is allocated for min(replay_episodes, the episodes the run collects).
 
-With `--ray` the rounds are played by rollout workers (npc_brains.distributed.RayReplayCollector), each running
-an EpisodeCollector over its own envs with a CPU copy of the acting network: the same acting code as here.
+The rounds are played by an EpisodeCollector (npc_brains.offpolicy_collect) over the envs of this process or,
+with `--ray`, by rollout workers (npc_brains.distributed.RayReplayCollector), each running one over its own
+envs with a CPU copy of the acting network: the same acting code.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,8 +40,9 @@ from npc_brains.checkpoint import (
 from npc_brains.config import TrainConfig
 from npc_brains.envs import agents_and_episode_len, make_flat_env, slot_layout
 from npc_brains.metrics import MetricsWriter
-from npc_brains.networks import Actor, NetSpec
-from npc_brains.replay import EpisodeBuilder, EpisodeReplay, EpisodeSink
+from npc_brains.networks import NetSpec
+from npc_brains.offpolicy_collect import EpisodeCollector, acting_rule
+from npc_brains.replay import EpisodeReplay
 from npc_brains.runloop import Result, RunLoop
 
 if TYPE_CHECKING:
@@ -56,89 +56,6 @@ def offpolicy_envs(steps: int, n_agents: int, episode_len: int) -> int:
     """Parallel envs when --envs is not given: at most MAX_AUTO_ENVS, and few enough for MIN_ROUNDS rounds of
     one episode length each."""
     return int(min(MAX_AUTO_ENVS, max(1, steps // (MIN_ROUNDS * n_agents * max(episode_len, 1)))))
-
-
-ActingRule = Callable[[Actor, torch.Tensor, torch.Tensor, float, torch.Generator], torch.Tensor]
-
-
-def acting_rule(cfg: TrainConfig) -> ActingRule:
-    """How cfg.algo acts while collecting, (agent, obs, mask, epsilon, generator) -> actions: QMIX epsilon-greedy
-    on its Q-values, MADDPG a Gumbel-softmax sample (epsilon unused). The learner's process and every rollout
-    worker act through this."""
-    if cfg.algo == "qmix":
-        from npc_brains.qmix import act as qmix_act
-
-        return qmix_act
-    from npc_brains.maddpg import act as maddpg_act
-
-    temperature = cfg.gumbel_temperature
-
-    def sample(agent: Actor, obs: torch.Tensor, mask: torch.Tensor, epsilon: float, generator: torch.Generator
-               ) -> torch.Tensor:
-        return maddpg_act(agent, obs, mask, temperature, generator)
-
-    return sample
-
-
-@dataclass
-class Round:
-    """What one round of collection gave: episodes stored, and the returns and win flags of those that ended."""
-
-    stored: int = 0
-    returns: list[np.ndarray] = field(default_factory=list)
-    wins: list[np.ndarray] = field(default_factory=list)
-
-
-class EpisodeCollector:
-    """The envs of one process played round by round with the acting network and the algorithm's acting rule;
-    finished episodes go to a sink (the replay, or a rollout worker's EpisodeList bound for it)."""
-
-    def __init__(self, env: Any, agent: Actor, rule: ActingRule, device: torch.device, max_len: int,
-                 act_seed: int):
-        self.env, self.agent, self.rule, self.device = env, agent, rule, device
-        self.builder = EpisodeBuilder(env.num_envs, max_len, env.num_agents, env.obs_dim, env.n_actions,
-                                      env.state_dim)
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(act_seed)
-        self.obs: np.ndarray | None = None
-        self.info: dict[str, Any] = {}
-
-    def reset(self, seed: int) -> None:
-        """Fresh episodes from `seed` (what was staged of the episodes in progress is dropped)."""
-        self.obs, self.info = self.env.reset(seed)
-        self.builder.t[:] = 0
-
-    def sync(self, agent: Actor) -> None:
-        """The acting network's weights for the next round (nothing to do when it is the learner's own)."""
-        if agent is not self.agent:
-            self.agent.load_state_dict(agent.state_dict())
-
-    def rng_state(self) -> torch.Tensor:
-        return self.generator.get_state()
-
-    def events(self) -> list[dict[str, Any]]:
-        return []  # nothing to report: only workers elsewhere restart
-
-    def collect(self, epsilons: Sequence[float], sink: EpisodeSink, update: int) -> Round:
-        """len(epsilons) ticks of every env, tick t exploring with epsilons[t]; finished episodes go to `sink`,
-        stamped with `update` (the learner's gradient steps so far)."""
-        env, dev = self.env, self.device
-        out = Round()
-        for epsilon in epsilons:
-            info = self.info
-            o = torch.from_numpy(self.obs).to(dev)
-            m = torch.from_numpy(info["action_mask"]).to(dev)
-            actions = self.rule(self.agent, o, m, epsilon, self.generator).cpu().numpy()
-            obs, reward, _, _, new_info = env.step(actions)
-            self.builder.record(self.obs, info["action_mask"], actions, np.asarray(reward, np.float32),
-                                info["alive"], np.asarray(info["state"], np.float32))
-            out.stored += self.builder.finish(np.asarray(new_info["done_envs"], bool), sink, update)
-            if "episode_returns" in new_info:
-                out.returns.append(np.asarray(new_info["episode_returns"], np.float64))
-            if "episode_wins" in new_info:
-                out.wins.append(np.asarray(new_info["episode_wins"], bool))
-            self.obs, self.info = obs, new_info
-        return out
 
 
 class OffPolicyTrainer(RunLoop):
