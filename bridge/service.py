@@ -251,9 +251,7 @@ class BridgeService:
             self.requests[op] = self.requests.get(op, 0) + 1
             result = self._handlers[op](req, peer, client, body, t0)
             if result is not None:
-                payload = self.reply(peer, request_id, result, op, t0)
-                if op == "session.create":
-                    self._remember_create(client, req, body, payload)
+                self.reply(peer, request_id, result, op, t0)
         except P.ProtocolError as exc:
             rid = exc.request_id if exc.request_id is not None else request_id
             self.error(peer, rid, exc.code, exc.message, op, t0)
@@ -290,23 +288,43 @@ class BridgeService:
             out["doors"] = {name: fn() for name, fn in self.door_stats.items()}
         return out
 
-    def _remember_create(self, client: Any, req: P.Request, body: bytes, payload: bytes) -> None:
-        self._create_replies[(client, Session.replay_key(req.op, req.id, body))] = payload
-        while len(self._create_replies) > CREATE_REPLAY:
-            self._create_replies.popitem(last=False)
+    # ------------------------------------------------------------------------------------------ retried requests
+    def _replayed(self, cached: Callable[[str], bytes | None], req: P.Request, peer: Any, body: bytes, t0: int
+                  ) -> str | None:
+        """Answer a retried request (the same op, id and body) with the reply it was given the first time.
 
-    def _op_session_create(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int
-                           ) -> dict[str, Any] | None:
-        cached = self._create_replies.get((client, Session.replay_key(req.op, req.id, body)))
-        if cached is not None:  # this client's retried create: the same session, not a second one
-            self.send(peer, cached, req.op, t0)
+        Returns None when it was answered so; otherwise the key its reply is to be remembered under."""
+        key = Session.replay_key(req.op, req.id, body)
+        payload = cached(key)
+        if payload is None:
+            return key
+        self.send(peer, payload, req.op, t0)
+        return None
+
+    def _reply_remembered(self, session: Session, key: str, peer: Any, request_id: Any, result: dict[str, Any],
+                          op: str, t0: int) -> None:
+        """Answer a session's request and keep the reply (saved with the session) for its retries."""
+        payload = P.pack(P.ok_reply(request_id, **result))
+        session.remember(key, payload)
+        self.store.save(session)
+        self.send(peer, payload, op, t0)
+
+    # ------------------------------------------------------------------------------------------ sessions
+    def _op_session_create(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int) -> None:
+        # this client's retried create gets the same session, not a second one
+        key = self._replayed(lambda k: self._create_replies.get((client, k)), req, peer, body, t0)
+        if key is None:
             return None
         session = self.store.create(req.fields)
         self.store.save(session)
         log.info("session_created", extra={"id": req.id, "session": session.id, "npcs": session.N,
                                            "entities": session.E})
-        return {"session": session.id, "npcs": session.names[:session.N], "actors": session.names[session.N:],
-                "tick": int(session.sim.state.tick[0])}
+        result = {"session": session.id, "npcs": session.names[:session.N], "actors": session.names[session.N:],
+                  "tick": int(session.sim.state.tick[0])}
+        self._create_replies[(client, key)] = self.reply(peer, req.id, result, req.op, t0)
+        while len(self._create_replies) > CREATE_REPLAY:
+            self._create_replies.popitem(last=False)
+        return None
 
     def _session(self, req: P.Request) -> Session:
         sid = req.fields["session"]
@@ -314,19 +332,11 @@ class BridgeService:
             self.flush()
         return self.store.get(sid)
 
-    def _op_session_event(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int
-                          ) -> dict[str, Any] | None:
+    def _op_session_event(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int) -> None:
         session = self._session(req)
-        key = Session.replay_key(req.op, req.id, body)
-        cached = session.cached(key)
-        if cached is not None:
-            self.send(peer, cached, req.op, t0)
-            return None
-        result = session.queue_event(req.fields)
-        payload = P.pack(P.ok_reply(req.id, **result))
-        session.remember(key, payload)
-        self.store.save(session)
-        self.send(peer, payload, req.op, t0)
+        key = self._replayed(session.cached, req, peer, body, t0)
+        if key is not None:
+            self._reply_remembered(session, key, peer, req.id, session.queue_event(req.fields), req.op, t0)
         return None
 
     def _op_session_state(self, req: P.Request, *_: Any) -> dict[str, Any]:
@@ -424,10 +434,8 @@ class BridgeService:
 
     def _op_session_step(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int) -> None:
         session = self._session(req)
-        key = Session.replay_key(req.op, req.id, body)
-        cached = session.cached(key)
-        if cached is not None:
-            self.send(peer, cached, req.op, t0)
+        key = self._replayed(session.cached, req, peer, body, t0)
+        if key is None:
             return None
         obs, mask = session.prepare(req.fields)
         self._enqueue(Item(peer, client, req.op, req.id, t0, obs, mask, session.deterministic, session=session,
@@ -465,11 +473,8 @@ class BridgeService:
                     else:
                         self.send(item.peer, self._act_reply.encode(rid, actions, self.policy_name), op, item.t0)
                 else:
-                    result = item.session.finish(actions)
-                    payload = P.pack(P.ok_reply(rid, **result))
-                    item.session.remember(item.cache_key or "", payload)
-                    self.store.save(item.session)
-                    self.send(item.peer, payload, op, item.t0)
+                    self._reply_remembered(item.session, item.cache_key or "", item.peer, rid,
+                                           item.session.finish(actions), op, item.t0)
             except Exception as exc:
                 if item.session is not None:
                     item.session.abort()

@@ -45,6 +45,16 @@ def test_retried_step_is_applied_once(client, world_text):
     assert client.session_step(sid)["tick"] == 2
 
 
+def test_retried_event_is_queued_once(client, world_text):
+    """A repeated event (same id, same body) gets its first reply again and is not queued a second time."""
+    sid = client.session_create(world=world_text)["session"]
+    body = P.pack(P.request("session.event", "retry-e", session=sid, type="death", actor="player", target="Alda"))
+    first = client.send_raw(body, "retry-e")
+    again = client.send_raw(body, "retry-e")
+    assert first == again and first["queued"] == 1
+    assert client.session_event(sid, "death", actor="player", target="Bren")["queued"] == 2
+
+
 def test_asyncio_client_runs_many_requests_at_once(server, world_text):
     async def main() -> None:
         async with AsyncBridgeClient(server.endpoint, timeout=5.0) as c:
