@@ -23,12 +23,12 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
 import secrets
 import sys
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -46,6 +46,7 @@ from engine.reactions import ReactionRuns
 from engine.sim import Command
 from engine.state import VillageState
 from worlds import TRAIT_NAMES, WorldError, WorldSpec, world_from_dict
+from worlds.atomic import write_atomically
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -572,23 +573,14 @@ class SessionStore:
     def save(self, session: Session) -> None:
         """Write the session's snapshot atomically and durably; no-op without a state dir.
 
-        The bytes are fsynced before the rename and the directory after it: without that, a power loss can
-        leave an empty or truncated file under the final name, which is exactly what a restore cannot read.
+        The bytes are fsynced before the rename and the directory after it (worlds.atomic): without that, a
+        power loss can leave an empty or truncated file under the final name, which a restore cannot read.
         """
         if self.dir is None:
             return
-        fd, tmp = tempfile.mkstemp(prefix=f".{session.id}.", suffix=".npz.tmp", dir=self.dir)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez(handle, **session.snapshot())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._path(session.id))
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(self.dir)
+        buffer = io.BytesIO()
+        np.savez(buffer, **session.snapshot())
+        write_atomically(self._path(session.id), buffer.getbuffer())
 
     def _quarantine(self, path: Path) -> Path:
         """Move an unreadable snapshot aside (never delete it: it may still be worth a look)."""
@@ -665,16 +657,3 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split()) or "no detail"
     return f"{type(exc).__name__}: {text[:200]}"
 
-
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename inside `folder` durable (a no-op where directories cannot be opened, as on Windows)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from worlds.atomic import write_atomically
 
 FORMAT = "village-npc-brain"
 VERSION = 1
@@ -40,23 +40,6 @@ def save_checkpoint(path: str | Path, payload: dict[str, Any]) -> Path:
     buf = io.BytesIO()
     torch.save(data, buf)
     return write_atomically(p, buf.getbuffer())
-
-
-def write_atomically(path: str | Path, data: bytes | memoryview) -> Path:
-    """Write `data` to `path` so that a crash leaves the old file or the new one, never a torn one: a temporary file
-    in the same folder, fsynced, then renamed over the target."""
-    p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=p.name + ".", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return p
 
 
 def load_checkpoint(path: str | Path, *, map_location: str | torch.device = "cpu") -> dict[str, Any]:

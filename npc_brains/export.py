@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from npc_brains.checkpoint import write_atomically
 from npc_brains.policy_api import PolicyOutput
+from worlds.atomic import write_atomically
 
 DEFAULT_OPSET = 15
 MIN_OPSET, MAX_OPSET = 13, 20

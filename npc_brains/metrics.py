@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from worlds.atomic import write_atomically
 
 
 def _clean(value: Any) -> Any:
@@ -70,9 +71,7 @@ def truncate_metrics(path: str | Path, max_step: int) -> int:
             continue
         if isinstance(row, dict) and int(row.get("step", 0)) <= max_step:
             kept.append(line)
-    tmp = p.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, p)
+    write_atomically(p, "".join(line + "\n" for line in kept).encode("utf-8"))
     return len(kept)
 
 

@@ -8,19 +8,18 @@ never another exception type. The format is documented in docs/world-format.md.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import tomli_w
 
+from worlds.atomic import write_atomically
 from worlds.spec import (
     ACTOR_KINDS,
     EVENT_TYPES,
@@ -118,7 +117,7 @@ def load_world(path_or_id: str | os.PathLike[str]) -> WorldSpec:
 
 
 def save_world(spec: WorldSpec, path: str | os.PathLike[str]) -> None:
-    """Validate `spec` and write it as TOML, atomically (temp file in the same folder + os.replace)."""
+    """Validate `spec` and write it as TOML, atomically (worlds.atomic)."""
     target = Path(path)
     try:
         data = world_to_dict(spec)
@@ -129,22 +128,9 @@ def save_world(spec: WorldSpec, path: str | os.PathLike[str]) -> None:
     world_from_dict(data, source=str(target))
     text = world_to_toml(data)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        write_atomically(target, text.encode("utf-8"))
     except OSError as exc:
         raise WorldError(f"cannot write the world file: {exc.strerror or exc}", source=str(target)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp_name)
-        if isinstance(exc, OSError):
-            raise WorldError(f"cannot write the world file: {exc.strerror or exc}",
-                             source=str(target)) from None
-        raise
 
 
 def world_to_dict(spec: WorldSpec) -> dict[str, Any]:

@@ -165,6 +165,14 @@ def test_save_keeps_the_old_file_on_failure(village: WorldSpec, tmp_path: Path) 
     assert target.read_bytes() == before
 
 
+def test_a_write_that_fails_is_a_world_error_naming_the_file(village: WorldSpec, tmp_path: Path) -> None:
+    target = tmp_path / "no-such-folder" / "w.toml"
+    with pytest.raises(WorldError, match="cannot write the world file") as info:
+        save_world(village, target)
+    assert "w.toml" in str(info.value)
+    assert not list(tmp_path.iterdir())
+
+
 # ---- file-level errors ------------------------------------------------------------------------------
 
 
