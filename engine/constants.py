@@ -247,6 +247,7 @@ class Tuning:
     w_emotion_level: float = 1.0  # the per-tick cost of the negative emotions' level (the terms below, times this)
     w_relief: float = 0.0  # reward per unit of that cost relieved (coping, justice, fading); 0 = off
     w_dread: float = 0.0  # per tick of knowing of a murder but not who did it, times (1.5 - bravery); 0 = off
+    w_inform: float = 0.0  # to the teller, per villager it tells of a death that one did not know; 0 = off
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0

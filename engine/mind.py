@@ -198,7 +198,19 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
     if t.rumour_error > 0:  # drawn only when on, so the default run's random stream is unchanged
         culprit = garble_culprits(v, bb, jj, ee, culprit, t.rumour_error)
     how = np.where(warned[bb, teller, jj], HOW_WARNED, HOW_TOLD)
+    if t.w_inform > 0:
+        count_informed(v, ctx, bb, ee, teller, death_known.astype(bool))
     note_news(v, ctx, bb, jj, ee, culprit, teller, how, death_known=death_known.astype(bool))
+
+
+def count_informed(v: Village, ctx: TickContext, bb: np.ndarray, ee: np.ndarray, teller: np.ndarray,
+                   death_known: np.ndarray) -> None:
+    """Credit each teller with the villagers it told of a death they did not know (a culprit added to a
+    death already known is not news of a death)."""
+    if ctx.informed is None:
+        ctx.informed = np.zeros((v.B, v.N), np.float32)
+    news = ~death_known & (ee < v.N)
+    np.add.at(ctx.informed, (bb[news], teller[news]), 1.0)
 
 
 def garble_culprits(v: Village, bb: np.ndarray, jj: np.ndarray, ee: np.ndarray, culprit: np.ndarray,
@@ -350,6 +362,8 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
     loafing = (s.activity == Action.IDLE) | (s.activity == Action.WANDER)
     gains = (t.w_alive + t.w_work * p.diligence * ctx.working + t.w_leisure * (1 - p.diligence) * loafing
              + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy)
+    if ctx.informed is not None:  # telling others what happened (w_inform > 0)
+        gains = gains + t.w_inform * ctx.informed
     out = (gains - needs - emotions - health) * t.reward_scale
     out = np.where(s.alive[:, :N], out, 0.0)
     out = out - v.died * t.death_penalty * t.reward_scale

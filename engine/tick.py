@@ -104,6 +104,8 @@ class TickContext:
     # emotion decay: the summed anger and fear after decay, None while nobody knows a threat
     anger_sum: np.ndarray | None = None
     fear_sum: np.ndarray | None = None
+    # news: how many villagers each NPC told of a death they did not know (only counted when it is rewarded)
+    informed: np.ndarray | None = None
 
     def count_relief(self) -> None:
         if self.relief is not None:

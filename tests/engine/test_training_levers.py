@@ -278,3 +278,34 @@ def test_workplaces_can_close_at_night(village):
         closed.step(idle(closed))
         open_.step(idle(open_))
     assert seen_night and seen_day
+
+
+def test_informing_rewards_the_teller_per_villager_told_of_a_death(village):
+    """w_inform: a teller earns w_inform (x reward_scale) for each villager it tells of a death that one did not
+    know, by talk or gossip; the same run without it differs only in that reward (no random draw is added)."""
+    tuning = Tuning(w_inform=2.0)
+    runs = [VillageSim(village, 1, seed=3, scenario="none", tuning=tuning), VillageSim(village, 1, seed=3,
+                                                                                          scenario="none")]
+    for s in runs:
+        s.state.alive[0, 0] = False
+        s.state.death_tick[0, 0] = 0
+        s.state.pos[0, 0] = s.state.death_pos[0, 0] = 0.0  # the body lies far off, where nobody finds it
+        s.state.knows_death[0, 1, 0] = True
+        s.state.learned_tick[0, 1, 0] = 0
+        s.state.learned_from[0, 1, 0] = -1
+        s.obs, s.mask = s.observer.observe()
+    slot = int(np.flatnonzero(runs[0].observer.slot_entity[0, 1] == 2)[0])
+    gap = 0.0
+    for tick in range(20):
+        act = idle(runs[0])
+        if tick == 0:
+            act[0, 1] = flat_action(Action.TALK, slot, runs[0].K)
+        for s in runs:
+            s.step(act)
+        gap += float(runs[0].last_reward[0, 1] - runs[1].last_reward[0, 1])
+    for a, b in zip(vars(runs[0].state).values(), vars(runs[1].state).values(), strict=True):
+        assert np.array_equal(a, b)  # the reward is the only difference
+    told = int((runs[0].state.learned_from[0, :, 0] == 1).sum())
+    assert told >= 1  # NPC 2 at least, by the talk
+    assert gap == pytest.approx(told * 2.0 * tuning.reward_scale, rel=1e-4)
+    assert Tuning().w_inform == 0.0
