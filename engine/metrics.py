@@ -37,6 +37,7 @@ class MetricParams:
     revenge_window: int = 24  # steps after learning who did it
     fear_window: int = 6  # T_f: steps after the death to reach a safe distance
     fear_hold: int = 6  # consecutive ticks to keep it
+    fear_keep: int = 24  # fear_kept_rate: consecutive ticks to keep the safe distance (4 hours)
     fear_own_share: float = 0.5  # share of the distance to gain that the witness's own movement must account for
     news_horizon: int = 48  # steps of the reach curve
     curve_ticks: int = 24  # steps of the distance-from-culprit curves
@@ -339,6 +340,7 @@ class Stats:
             "revenge_rate": self.ratio("revenge_hit", "revenge_eligible"),
             "revenge_accuracy": self.mean("revenge_accuracy"),
             "fear_rate": self.ratio("fear_hit", "fear_eligible"),
+            "fear_kept_rate": self.ratio("fear_kept_hit", "fear_kept_eligible"),
             "consistency": None if total == 0 else passed / total,
             "news_reach": self.mean("news_reach"),
             "news_hops": self.mean("news_hops"),
@@ -488,15 +490,17 @@ def _distance_to(trace: Trace, b: int, i: int, k: int) -> np.ndarray:
     return np.where(trace.alive[:, b, k], d, np.inf)
 
 
-def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: float, p: MetricParams) -> int:
+def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: float, p: MetricParams,
+                   hold: int | None = None) -> int:
     """First state t1 in (t_event, t_event + fear_window] from which NPC i stays at least `safe` from k for
-    `fear_hold` states, having got there by its own movement (else -1). Own movement: at t1, i is farther from
+    `hold` states (default `fear_hold`), having got there by its own movement (else -1). Own movement: at t1, i is farther from
     k than its position at the event would be, by at least `fear_own_share` of the distance it had to gain;
     a witness who stood still while the killer walked off has not fled."""
+    hold = p.fear_hold if hold is None else hold
     dist = _distance_to(trace, b, i, k)
     need = safe - dist[t_event]
     for t1 in range(t_event + 1, min(t_event + p.fear_window, trace.ticks) + 1):
-        if t1 + p.fear_hold - 1 > trace.ticks or not (dist[t1:t1 + p.fear_hold] >= safe).all():
+        if t1 + hold - 1 > trace.ticks or not (dist[t1:t1 + hold] >= safe).all():
             continue
         if not trace.alive[t1, b, k]:
             return t1  # the threat is dead
@@ -539,6 +543,10 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             if t1 >= 0:
                 st.n["fear_hit"] += 1
                 st.samples["fear_latency"].append(float(t1 - (d.step + 1)))
+            if d.step + 1 + p.fear_window + p.fear_keep - 1 > T:
+                continue
+            st.n["fear_kept_eligible"] += 1  # fled and kept away: the same flight, held for fear_keep ticks
+            st.n["fear_kept_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep) >= 0)
 
 
 def _positive_graph(trace: Trace, b: int) -> Any:

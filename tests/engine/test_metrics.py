@@ -254,6 +254,28 @@ def test_fear_requires_keeping_the_distance_and_ignores_the_brave_and_hearsay() 
     assert r["curves"]["distance_hearsay"][0] == pytest.approx(np.hypot(6.0 - 0.5, 0.0) / 10.0)
 
 
+def test_fear_kept_needs_the_distance_held_for_four_hours() -> None:
+    """fear_kept_rate: the same flight as fear_rate, then the safe distance kept for fear_keep ticks; a witness
+    who flees and comes back within them counts for fear_rate only."""
+    b = Builder()
+    b.traits[0, 1:, 0] = 0.2
+    for i in (1, 2):
+        b.learns(i, DEATH_STEP)
+        b.pos[DEATH_STEP + 2:, 0, i] = (2.0, 12.0)  # both flee north at once
+    b.pos[DEATH_STEP + 2 + 10:, 0, 2] = (0.0, 1.0)  # NPC 2 is back by the player after 10 ticks
+    r = result(b)
+    assert r["fear_rate"] == pytest.approx(1.0)
+    assert r["counts"]["fear_kept_eligible"] == 2
+    assert r["fear_kept_rate"] == pytest.approx(0.5)
+    assert result(b, fear_keep=8)["fear_kept_rate"] == pytest.approx(1.0)  # 10 ticks away is enough for 8
+    short = Builder(ticks=DEATH_STEP + 20)  # room for fear_rate's window, not for four hours
+    short.traits[0, 1, 0] = 0.2
+    short.learns(1, DEATH_STEP)
+    short.pos[DEATH_STEP + 2:, 0, 1] = (2.0, 12.0)
+    r = result(short)
+    assert r["fear_rate"] == pytest.approx(1.0) and r["fear_kept_rate"] is None
+
+
 def test_no_witnesses_leaves_fear_undefined() -> None:
     b = Builder()
     b.traits[0, :, 0] = 0.1
