@@ -493,9 +493,9 @@ def _distance_to(trace: Trace, b: int, i: int, k: int) -> np.ndarray:
 def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: float, p: MetricParams,
                    hold: int | None = None) -> int:
     """First state t1 in (t_event, t_event + fear_window] from which NPC i stays at least `safe` from k for
-    `hold` states (default `fear_hold`), having got there by its own movement (else -1). Own movement: at t1, i is farther from
-    k than its position at the event would be, by at least `fear_own_share` of the distance it had to gain;
-    a witness who stood still while the killer walked off has not fled."""
+    `hold` states (default `fear_hold`), having got there by its own movement (else -1). Own movement: at t1,
+    i is farther from k than its position at the event would be, by at least `fear_own_share` of the distance
+    it had to gain; a witness who stood still while the killer walked off has not fled."""
     hold = p.fear_hold if hold is None else hold
     dist = _distance_to(trace, b, i, k)
     need = safe - dist[t_event]
