@@ -341,6 +341,7 @@ class Stats:
             "revenge_accuracy": self.mean("revenge_accuracy"),
             "fear_rate": self.ratio("fear_hit", "fear_eligible"),
             "fear_kept_rate": self.ratio("fear_kept_hit", "fear_kept_eligible"),
+            "fear_by_culprit_death": self.ratio("fear_hit_culprit_dead", "fear_hit"),
             "consistency": None if total == 0 else passed / total,
             "news_reach": self.mean("news_reach"),
             "news_hops": self.mean("news_hops"),
@@ -543,6 +544,8 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             if t1 >= 0:
                 st.n["fear_hit"] += 1
                 st.samples["fear_latency"].append(float(t1 - (d.step + 1)))
+                # safe because the culprit died (often at the witnesses' own hands), not by a flight
+                st.n["fear_hit_culprit_dead"] += int(not trace.alive[t1, b, k])
             if d.step + 1 + p.fear_window + p.fear_keep - 1 > T:
                 continue
             st.n["fear_kept_eligible"] += 1  # fled and kept away: the same flight, held for fear_keep ticks

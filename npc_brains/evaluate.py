@@ -34,6 +34,7 @@ SCALARS: tuple[str, ...] = (
     "diversity", "diversity_empirical", "action_entropy", "news_reach", "news_hops", "news_graph_distance",
     "chain_length", "chain_length_max", "chain_branching", "chain_deep_share", "chain_deaths", "news_reach_48",
     "hearsay_accuracy", "hearsay_culprit_share", "hearsay_culprit_delay", "player_reactions", "fear_kept_rate",
+    "fear_by_culprit_death",
 )
 # the held-out size sweep (`village eval --sweep`): two held-out generated worlds per size
 SWEEP_SIZES: tuple[int, ...] = (12, 24, 48, 96)

@@ -268,6 +268,10 @@ def test_fear_kept_needs_the_distance_held_for_four_hours() -> None:
     assert r["counts"]["fear_kept_eligible"] == 2
     assert r["fear_kept_rate"] == pytest.approx(0.5)
     assert result(b, fear_keep=8)["fear_kept_rate"] == pytest.approx(1.0)  # 10 ticks away is enough for 8
+    assert r["fear_by_culprit_death"] == pytest.approx(0.0)  # both got away by running
+    b.alive[DEATH_STEP + 6:, 0, PLAYER] = False  # the killer dies: NPC 3 standing by is safe without fleeing
+    b.learns(3, DEATH_STEP)
+    assert result(b)["fear_by_culprit_death"] == pytest.approx(1 / 3)
     short = Builder(ticks=DEATH_STEP + 20)  # room for fear_rate's window, not for four hours
     short.traits[0, 1, 0] = 0.2
     short.learns(1, DEATH_STEP)
