@@ -265,6 +265,8 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
         start = ~raid_on & (v.rng.random(v.B) < w.raid_probability)
         start_raid(v, np.flatnonzero(start))
     every = np.arange(v.B)
+    if t.fights_back > 0 and ctx.hits:
+        turn_on_attackers(v, ctx)
     for m in range(v.M):  # a handful of actors, vectorised over villages
         e = N + m
         mode = s.actor_mode[:, m]
@@ -280,7 +282,7 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
         tgt = np.maximum(s.actor_target[:, m], 0)
         tgt_pos = s.pos[every, tgt]
         tgt_alive = s.alive[every, tgt]
-        chasing = live & _is(mode, ActorMode.HUNT, ActorMode.STRIKE, ActorMode.RAID)
+        chasing = live & _is(mode, ActorMode.HUNT, ActorMode.STRIKE, ActorMode.RAID, ActorMode.DEFEND)
         mode = np.where(chasing & ~tgt_alive & (mode != ActorMode.RAID), ActorMode.IDLE, mode)
         chasing &= tgt_alive
         dest = np.where(chasing[:, None], tgt_pos, s.actor_dest[:, m])
@@ -299,11 +301,13 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
             kill = mode[bb] == ActorMode.HUNT
             dmg = np.where(kill, LETHAL_DAMAGE,
                            np.where(mode[bb] == ActorMode.RAID, t.raider_damage, t.blow_damage))
+            if t.fights_back > 0:
+                dmg = np.where(mode[bb] == ActorMode.DEFEND, t.fights_back, dmg)
             att = np.full(len(bb), e)
             accumulate_hits(v, ctx, bb, att, tt, dmg)
             ctx.hits.add(bb, att, tt, np.full(len(bb), -1))
             after = np.where(mode[bb] == ActorMode.HUNT, ActorMode.LINGER,
-                             np.where(mode[bb] == ActorMode.STRIKE, ActorMode.IDLE, mode[bb]))
+                             np.where(_is(mode[bb], ActorMode.STRIKE, ActorMode.DEFEND), ActorMode.IDLE, mode[bb]))
             mode[bb] = after
             s.actor_timer[bb, m] = np.where(kill, t.linger_ticks, 0)
         # linger at the scene, then stroll to a public place and stay there
@@ -324,6 +328,19 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
         s.present[:, e] &= ~gone
         mode = np.where(gone, ActorMode.OFF_MAP, mode)
         s.actor_mode[:, m] = mode
+
+
+def turn_on_attackers(v: Village, ctx: TickContext) -> None:
+    """The player, struck by a villager this tick, turns on the last one who struck it (unless it is in the
+    middle of a killing): a killer who defends himself makes an attack on him a risk to the attacker."""
+    s, N = v.state, v.N
+    bb, aa, tt, _ = ctx.hits.columns()
+    on_player = (aa < N) & (tt >= N)
+    on_player[on_player] &= v.w.entity_kind[tt[on_player]] == EntityKind.PLAYER
+    bb, aa, m = bb[on_player], aa[on_player], tt[on_player] - N
+    free = s.actor_mode[bb, m] != ActorMode.HUNT
+    s.actor_mode[bb[free], m[free]] = ActorMode.DEFEND
+    s.actor_target[bb[free], m[free]] = aa[free]
 
 
 # ------------------------------------------------------------------ combat and deaths

@@ -117,6 +117,7 @@ class ActorMode(IntEnum):
     RETREAT = 6  # leave the map (raiders when hurt)
     RAID = 7  # raider: go for the nearest villager
     MOVE = 8  # externally commanded: walk to a destination
+    DEFEND = 9  # the player turns on a villager who struck it (Tuning.fights_back)
 
 
 TICKS_PER_DAY = 144  # 1 tick = 10 game minutes
@@ -196,6 +197,7 @@ class Tuning:
     player_health: float = 2.0
     raider_retreat_health: float = 0.5
     linger_ticks: int = 3  # a killer stays at the scene this long before strolling off
+    fights_back: float = 0.0  # > 0: the player, struck by a villager, turns on it and lands blows of this damage
     hit_fear: float = 0.5  # the attacked: fear of the attacker += fear_gain x this x (1 - bravery)
     hit_anger: float = 0.5  # the attacked: anger at the attacker += anger_gain x this x aggression
     gift_joy: float = 0.3  # a gift: joy += this; anger and fear of the giver x gift_calm

@@ -309,3 +309,25 @@ def test_informing_rewards_the_teller_per_villager_told_of_a_death(village):
     assert told >= 1  # NPC 2 at least, by the talk
     assert gap == pytest.approx(told * 2.0 * tuning.reward_scale, rel=1e-4)
     assert Tuning().w_inform == 0.0
+
+
+def test_a_player_who_fights_back_turns_on_the_villager_who_struck_it(village):
+    """fights_back: a villager's blow on the player makes the player go for that villager and land blows of that
+    damage; off (0) by default, where the player takes the blow and strolls on."""
+    from engine import body
+    from engine.tick import TickContext
+
+    for damage in (0.0, 0.6):
+        sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(fights_back=damage))
+        s, player, m = sim.state, sim.player, sim.player - sim.N
+        s.pos[0, player] = s.pos[0, 2] + 0.5  # the player stands by NPC 2
+        ctx = TickContext.begin(idle(sim), s.alive, sim.B, sim.N, sim.E)
+        ctx.hits.add(np.array([0]), np.array([2]), np.array([player]), np.array([-1]))  # NPC 2 struck it
+        body.move_actors(sim, ctx)
+        if damage == 0:
+            assert s.actor_mode[0, m] != ActorMode.DEFEND and len(ctx.hits.parts) == 1
+            continue
+        assert s.actor_mode[0, m] == ActorMode.IDLE  # it turned, struck at once (in reach) and stands
+        bb, aa, tt, _ = ctx.hits.columns()
+        assert (aa[-1], tt[-1]) == (player, 2)
+        assert ctx.damage[0, 2] == pytest.approx(damage)
