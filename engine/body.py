@@ -319,6 +319,8 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
             pick = v.rng.integers(0, w.hangout_pos.shape[1], len(bb))
             s.actor_dest[bb, m] = w.hangout_pos[bb, pick]
             mode[bb] = ActorMode.STROLL
+            if director is not None and t.rampage_at_scene:  # who is still near the body is the next in sight
+                director.on_arrival(v, m, leave, mode)
         arrived = live & _is(mode, ActorMode.STROLL, ActorMode.MOVE) & reached
         strolled_in = arrived & (mode == ActorMode.STROLL)
         mode = np.where(arrived, ActorMode.IDLE, mode)

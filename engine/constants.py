@@ -185,6 +185,7 @@ class Tuning:
     work_at_night: bool = True  # False: the workplaces close from 22:00 to 06:00 (WORK is masked)
     curriculum_raid: float = 0.0  # training scenario `mixed`: share of episodes with a raid in the kill window
     curriculum_rampage: float = 0.25  # training scenario `mixed`: share of episodes whose killer goes on a rampage
+    rampage_at_scene: bool = False  # True: a rampaging killer's next hunt starts at the scene, once it has lingered
     work_energy_factor: float = 1.5  # energy drains this much faster while working
     talk_gain: float = 0.2
     work_output: float = 0.012  # granary fraction per worker-tick at diligence 1

@@ -127,7 +127,7 @@ class KillingCurriculum:
     def on_arrival(self, v: Village, m: int, strolled_in: np.ndarray, mode: np.ndarray) -> None:
         """A killer on a rampage, arrived at a public place, hunts the nearest living villager in sight; with
         nobody in sight it roams on to another public place (not at the body, so that mourning there is not a
-        death trap)."""
+        death trap, unless Tuning.rampage_at_scene makes the end of lingering an arrival too)."""
         if v.N + m != v.player:
             return
         rampaging = strolled_in & (self.rampage > 0)

@@ -331,3 +331,25 @@ def test_a_player_who_fights_back_turns_on_the_villager_who_struck_it(village):
         bb, aa, tt, _ = ctx.hits.columns()
         assert (aa[-1], tt[-1]) == (player, 2)
         assert ctx.damage[0, 2] == pytest.approx(damage)
+
+
+def test_a_rampage_can_start_at_the_scene(village):
+    """rampage_at_scene: a rampaging killer who has lingered hunts the nearest villager in sight from the body;
+    by default it strolls off to a public place first."""
+    from engine import body
+    from engine.tick import TickContext
+
+    for at_scene in (False, True):
+        sim = VillageSim(village, 1, seed=1, scenario="mixed",
+                         tuning=Tuning(curriculum_rampage=1.0, rampage_at_scene=at_scene))
+        s, player, m = sim.state, sim.player, sim.player - sim.N
+        sim.driver.rampage[:] = 1
+        s.actor_mode[0, m], s.actor_timer[0, m] = ActorMode.LINGER, 1  # its last tick at the scene
+        s.pos[0, player] = s.pos[0, 3] + 1.0  # NPC 3 stands by, in sight
+        ctx = TickContext.begin(idle(sim), s.alive, sim.B, sim.N, sim.E)
+        body.move_actors(sim, ctx, sim.driver)
+        if at_scene:
+            assert s.actor_mode[0, m] == ActorMode.HUNT and sim.driver.rampage[0] == 0
+            assert np.linalg.norm(s.pos[0, s.actor_target[0, m]] - s.pos[0, player]) <= sim.w.sight_radius[0]
+        else:
+            assert s.actor_mode[0, m] == ActorMode.STROLL and sim.driver.rampage[0] == 1
