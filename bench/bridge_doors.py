@@ -29,17 +29,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zmq
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from _bridge_common import SLOTS, Door, echo_reply, start_serve, throughput, timed, zmq_echo_server  # noqa: E402
 
 from bridge import protocol as P  # noqa: E402
 from bridge.blas import set_blas_threads  # noqa: E402
@@ -48,47 +47,9 @@ from bridge.ws import _arrays_from_json, _json_from_reply  # noqa: E402
 
 WORLD = ROOT / "worlds" / "data" / "village-v1.toml"
 DOORS = ("zmq", "ws-msgpack", "ws-json")
-SLOTS = 4
 
 
-def _pcts(samples: list[float]) -> tuple[float, float]:
-    a = np.asarray(samples) * 1e6
-    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
-
-
-def _timed(call: Any, iters: int) -> tuple[float, float]:
-    warmup, samples, clock = iters // 10, [], time.perf_counter
-    for k in range(iters + warmup):
-        t0 = clock()
-        call()
-        if k >= warmup:
-            samples.append(clock() - t0)
-    return _pcts(samples)
-
-
-# ---------------------------------------------------------------------------------------------- echo servers
-
-
-def _reply_for(msg: dict[str, Any], step_template: dict[str, Any]) -> dict[str, Any]:
-    if msg.get("op") == "session.step":
-        return {**step_template, "id": msg["id"]}
-    rows = msg["obs"]["shape"][0]
-    return P.ok_reply(msg["id"], actions=P.encode_array(np.zeros(rows, np.int32)), policy="echo")
-
-
-def _zmq_echo(q: mp.Queue, step_template: dict[str, Any]) -> None:
-    set_blas_threads(1)
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.bind("tcp://127.0.0.1:*")
-    q.put(sock.getsockopt_string(zmq.LAST_ENDPOINT))
-    while True:
-        frames = sock.recv_multipart()
-        msg = P.unpack(frames[-1])
-        if msg.get("op") == "quit":
-            sock.send_multipart([*frames[:-1], b""])
-            break
-        sock.send_multipart([*frames[:-1], P.pack(_reply_for(msg, step_template))])
+# ---------------------------------------------------------------------------------------------- echo, clients
 
 
 def _ws_echo(q: mp.Queue, step_template: dict[str, Any]) -> None:
@@ -99,9 +60,9 @@ def _ws_echo(q: mp.Queue, step_template: dict[str, Any]) -> None:
         async for frame in ws:
             if isinstance(frame, str):
                 msg = _arrays_from_json(json.loads(frame))
-                await ws.send(json.dumps(_json_from_reply(_reply_for(msg, step_template)), separators=(",", ":")))
+                await ws.send(json.dumps(_json_from_reply(echo_reply(msg, step_template)), separators=(",", ":")))
             else:
-                await ws.send(P.pack(_reply_for(P.unpack(frame), step_template)))
+                await ws.send(P.pack(echo_reply(P.unpack(frame), step_template)))
 
     async def main() -> None:
         async with serve(handler, "127.0.0.1", 0, compression=None, max_size=None) as server:
@@ -111,98 +72,8 @@ def _ws_echo(q: mp.Queue, step_template: dict[str, Any]) -> None:
     asyncio.run(main())
 
 
-# ---------------------------------------------------------------------------------------------- clients
-
-
-class Door:
-    """One client connection through one door: `call(message)` encodes, sends, receives and decodes."""
-
-    def __init__(self, kind: str, endpoint: str):
-        self.kind = kind
-        if kind == "zmq":
-            self.ctx = zmq.Context()
-            self.sock = self.ctx.socket(zmq.REQ)
-            self.sock.setsockopt(zmq.LINGER, 0)
-            self.sock.connect(endpoint)
-        else:
-            from websockets.sync.client import connect
-
-            self.ws = connect(endpoint, compression=None, max_size=None).__enter__()
-
-    def call(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self.kind == "zmq":
-            self.sock.send(P.pack(message))
-            return P.unpack(self.sock.recv())
-        if self.kind == "ws-msgpack":
-            self.ws.send(P.pack(message))
-            return P.unpack(self.ws.recv())
-        self.ws.send(json.dumps(_json_from_reply(message), separators=(",", ":")))
-        return json.loads(self.ws.recv())
-
-    def close(self) -> None:
-        if self.kind == "zmq":
-            self.sock.close(0)
-            self.ctx.term()
-        else:
-            self.ws.close()
-
-
 def _act_message(rid: int, rows: int, obs_dim: int, n_actions: int) -> dict[str, Any]:
     return P.request("act", rid, obs=np.zeros((rows, obs_dim), np.float32), mask=np.ones((rows, n_actions), bool))
-
-
-def _load_client(kind: str, endpoint: str, rows: int, obs_dim: int, n_actions: int, seconds: float,
-                 start_at: float, results: mp.Queue) -> None:
-    door = Door(kind, endpoint)
-    rng = np.random.default_rng(os.getpid())
-    message = P.request("act", 0, obs=rng.random((rows, obs_dim), dtype=np.float32),
-                        mask=np.ones((rows, n_actions), bool))
-    door.call({**message, "id": -1})
-    while time.time() < start_at:
-        time.sleep(0.001)
-    done, k, end = 0, 0, time.time() + seconds
-    while time.time() < end:
-        k += 1
-        reply = door.call({**message, "id": k})
-        assert reply["ok"], reply
-        done += rows
-    door.close()
-    results.put(done)
-
-
-def throughput(kind: str, endpoint: str, obs_dim: int, n_actions: int, clients: int, rows: int,
-               seconds: float) -> float:
-    ctx = mp.get_context("spawn")
-    results: mp.Queue = ctx.Queue()
-    start_at = time.time() + 4.0  # time for the spawned clients to import and connect
-    procs = [ctx.Process(target=_load_client, args=(kind, endpoint, rows, obs_dim, n_actions, seconds, start_at,
-                                                     results)) for _ in range(clients)]
-    for p in procs:
-        p.start()
-    total = sum(results.get(timeout=seconds + 120) for _ in procs)
-    for p in procs:
-        p.join(10)
-    return total / seconds
-
-
-# ---------------------------------------------------------------------------------------------- servers
-
-
-def start_bridge(policy: str, *extra: str) -> tuple[subprocess.Popen, dict[str, Any]]:
-    cmd = [sys.executable, "-m", "village", "serve", "--policy", policy, "--bind", "tcp://127.0.0.1:0",
-           *extra]
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if entry.get("event") == "listening":
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return proc, entry
-    raise RuntimeError(f"the bridge did not start (exit {proc.wait()})")
 
 
 def godot_round_trip(ws_endpoint: str, n: int) -> dict[str, Any] | None:
@@ -240,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     from npc_brains.export import onnx_policy
 
     onnx = onnx_policy(args.policy)
-    bridge, listening = start_bridge(args.policy, "--ws", "127.0.0.1:0", "--ws-rate", "0", "--ws-inflight", "4096")
-    bridge_onnx, listening_onnx = start_bridge(args.policy, "--backend", "onnx")
+    bridge, listening = start_serve(args.policy, "--ws", "127.0.0.1:0", "--ws-rate", "0", "--ws-inflight", "4096")
+    bridge_onnx, listening_onnx = start_serve(args.policy, "--backend", "onnx")
     endpoints = {"zmq": listening["zmq"], "ws-msgpack": listening["ws"], "ws-json": listening["ws"]}
     doors = {k: Door(k, e) for k, e in endpoints.items()}
     onnx_door = Door("zmq", listening_onnx["zmq"])
@@ -253,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     step_template = doors["zmq"].call(P.request("session.step", 3, session=sessions["zmq"]))
     ctx = mp.get_context("spawn")
     echo_q: mp.Queue = ctx.Queue()
-    echoes = [ctx.Process(target=target, args=(echo_q, step_template), daemon=True) for target in (_zmq_echo, _ws_echo)]
+    echoes = [ctx.Process(target=zmq_echo_server, args=(echo_q, None, 0, step_template), daemon=True),
+              ctx.Process(target=_ws_echo, args=(echo_q, step_template), daemon=True)]
     for proc in echoes:
         proc.start()
     echo_endpoints = sorted((echo_q.get(timeout=60) for _ in echoes), key=lambda e: not e.startswith("tcp"))
@@ -274,17 +146,17 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         for _ in range(args.rounds):
-            record("forward16:numpy", _timed(lambda: policy.act(obs16, mask16), args.iters))
-            record("forward16:onnx", _timed(lambda: onnx.act(obs16, mask16), args.iters))
-            record("forward12:numpy", _timed(lambda: policy.act(obs12, mask12), args.iters))
+            record("forward16:numpy", timed(lambda: policy.act(obs16, mask16), args.iters))
+            record("forward16:onnx", timed(lambda: onnx.act(obs16, mask16), args.iters))
+            record("forward12:numpy", timed(lambda: policy.act(obs12, mask12), args.iters))
             for kind in DOORS:
                 for side, client in (("echo", echo_doors[kind]), ("bridge", doors[kind])):
-                    record(f"act16:{kind}:{side}", _timed(
+                    record(f"act16:{kind}:{side}", timed(
                         lambda c=client: c.call(_act_message(next_id(), 16, obs_dim, n_actions)), args.iters))
-                    record(f"step12:{kind}:{side}", _timed(
+                    record(f"step12:{kind}:{side}", timed(
                         lambda c=client, s=sessions[kind]: c.call(P.request("session.step", next_id(), session=s)),
                         args.iters))
-            record("act16:zmq:bridge-onnx", _timed(lambda: onnx_door.call(_act_message(next_id(), 16, obs_dim,
+            record("act16:zmq:bridge-onnx", timed(lambda: onnx_door.call(_act_message(next_id(), 16, obs_dim,
                                                                                         n_actions)), args.iters))
         rates = {kind: throughput(kind, endpoints[kind], obs_dim, n_actions, args.clients, args.rows, args.seconds)
                  for kind in DOORS}

@@ -17,28 +17,17 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _bridge_common import timed  # noqa: E402
+
 from bridge.blas import set_blas_threads  # noqa: E402
 from bridge.policies import load_policy  # noqa: E402
-
-
-def _timed(call: Any, iters: int) -> tuple[float, float]:
-    clock, samples = time.perf_counter, []
-    for k in range(iters + iters // 10):  # a tenth to warm up, not counted
-        t0 = clock()
-        call()
-        if k >= iters // 10:
-            samples.append(clock() - t0)
-    a = np.asarray(samples) * 1e6
-    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
 
 
 def _traced_onnx(policy: str) -> bytes:
@@ -80,9 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[str, list[tuple[float, float]]] = {}
     for _ in range(args.rounds):
         for name, policy in backends.items():
-            rounds.setdefault(f"{name}:sampled", []).append(_timed(lambda p=policy: p.act(obs, mask), args.iters))
+            rounds.setdefault(f"{name}:sampled", []).append(timed(lambda p=policy: p.act(obs, mask), args.iters))
             rounds.setdefault(f"{name}:greedy", []).append(
-                _timed(lambda p=policy: p.act(obs, mask, deterministic=True), args.iters))
+                timed(lambda p=policy: p.act(obs, mask, deterministic=True), args.iters))
     load_after = os.getloadavg()
     med = {k: (round(float(np.median([r[0] for r in v])), 1), round(float(np.median([r[1] for r in v])), 1))
            for k, v in rounds.items()}

@@ -42,9 +42,7 @@ import json
 import multiprocessing as mp
 import os
 import socket
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -55,35 +53,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _bridge_common import BLAS_THREADS, SLOTS, start_serve, timed, zmq_echo_server  # noqa: E402
+
 from bridge import protocol as P  # noqa: E402
 from bridge.blas import set_blas_threads  # noqa: E402
 from bridge.client import BridgeClient  # noqa: E402
 from bridge.policies import PolicyLoadError, layout, load_policy  # noqa: E402
-from bridge.server import ServerConfig, spin_until_readable  # noqa: E402
-
-# the forwards measured here run with the BLAS threads the bridge serves with (bridge/blas.py)
-BLAS_THREADS = ServerConfig().blas_threads
 
 SIZES = (1, 16, 64)
-SLOTS = 4
-
-
-def _percentiles(samples: list[float]) -> tuple[float, float]:
-    a = np.asarray(samples) * 1e6
-    return float(np.percentile(a, 50)), float(np.percentile(a, 99))
-
-
-def _timed(call, iters: int) -> tuple[float, float]:
-    """p50 and p99 (microseconds) of `iters` calls, after iters // 10 warm-up calls."""
-    warmup = iters // 10
-    samples = []
-    clock = time.perf_counter
-    for k in range(iters + warmup):
-        t0 = clock()
-        call()
-        if k >= warmup:
-            samples.append(clock() - t0)
-    return _percentiles(samples)
 
 
 def _batch(n: int, obs_dim: int, n_actions: int) -> tuple[np.ndarray, np.ndarray]:
@@ -94,47 +71,13 @@ def _batch(n: int, obs_dim: int, n_actions: int) -> tuple[np.ndarray, np.ndarray
 # ---------------------------------------------------------------------------------------------- echo
 
 
-def _echo_server(endpoint_queue: mp.Queue, n_actions: int, policy_spec: str | None = None, spin_us: int = 0) -> None:
-    """A bare ROUTER: decode the body, answer {"v","id","ok","actions"} of the request's row count; with a
-    policy, its actions for the request's obs and mask (the echo plus the forward, nothing else). With
-    spin_us, it polls for the next request that long before blocking, as `village serve --spin-us` does."""
-    policy = load_policy(policy_spec, slots=SLOTS) if policy_spec is not None else None
-    if BLAS_THREADS is not None:
-        set_blas_threads(BLAS_THREADS)
-    gc.collect()  # as the bridge does before it serves
-    gc.freeze()
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.bind("tcp://127.0.0.1:*")
-    endpoint_queue.put(sock.getsockopt_string(zmq.LAST_ENDPOINT))
-    spin_s = spin_us / 1e6
-    while True:
-        if spin_s:
-            spin_until_readable(sock, spin_s)  # exactly as the bridge waits
-        frames = sock.recv_multipart()
-        msg = P.unpack(frames[-1])
-        if msg.get("op") == "quit":
-            sock.send_multipart([*frames[:-1], P.pack({"ok": True})])
-            break
-        if policy is None:
-            actions = np.zeros(msg["obs"]["shape"][0], np.int32)
-        else:
-            obs, mask = P.decode_array(msg["obs"], "obs"), P.decode_array(msg["mask"], "mask")
-            actions = np.asarray(policy.act(obs, mask).actions, np.int32)
-        reply = P.pack(P.ok_reply(msg["id"], actions=P.encode_array(actions), policy="echo"))
-        sock.send_multipart([*frames[:-1], reply])
-    sock.close(0)
-    ctx.term()
-
-
 class EchoClient:
     """The echo server in another process and a REQ socket to it (as BridgeClient uses)."""
 
-    def __init__(self, n_actions: int, policy_spec: str | None = None, spin_us: int = 0):
+    def __init__(self, policy_spec: str | None = None, spin_us: int = 0):
         ctx = mp.get_context("spawn")
         q: mp.Queue = ctx.Queue()
-        self.proc = ctx.Process(target=_echo_server, args=(q, n_actions, policy_spec, spin_us), daemon=True)
+        self.proc = ctx.Process(target=zmq_echo_server, args=(q, policy_spec, spin_us), daemon=True)
         self.proc.start()
         endpoint = q.get(timeout=60)
         self.zctx = zmq.Context()
@@ -152,7 +95,7 @@ class EchoClient:
             reply = P.unpack(sock.recv())
             P.decode_array(reply["actions"], "actions")
 
-        return _timed(call, iters)
+        return timed(call, iters)
 
     def close(self) -> None:
         self.sock.send(P.pack({"op": "quit"}))
@@ -211,7 +154,7 @@ def measure_machine(iters: int) -> dict[str, float]:
             conn.sendall(body)
             conn.recv(64)
 
-        out["tcp_rtt_p50_us"], out["tcp_rtt_p99_us"] = _timed(tcp_call, iters)
+        out["tcp_rtt_p50_us"], out["tcp_rtt_p99_us"] = timed(tcp_call, iters)
     proc.join(10)
     q = ctx.Queue()
     proc = ctx.Process(target=_zmq_echo_server, args=(q,), daemon=True)
@@ -225,7 +168,7 @@ def measure_machine(iters: int) -> dict[str, float]:
         sock.send(b"x" * 32)
         sock.recv()
 
-    out["zmq_rtt_p50_us"], out["zmq_rtt_p99_us"] = _timed(zmq_call, iters)
+    out["zmq_rtt_p50_us"], out["zmq_rtt_p99_us"] = timed(zmq_call, iters)
     sock.send(b"quit")
     sock.recv()
     sock.close(0)
@@ -238,32 +181,14 @@ def measure_machine(iters: int) -> dict[str, float]:
 
 
 def measure_forward(policy, obs: np.ndarray, mask: np.ndarray, iters: int) -> tuple[float, float]:
-    return _timed(lambda: policy.act(obs, mask), iters)
+    return timed(lambda: policy.act(obs, mask), iters)
 
 
 # ---------------------------------------------------------------------------------------------- bridge
 
 
-def start_bridge(policy: str, gc_freeze: bool = True, spin_us: int = 0) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "village", "serve", "--policy", policy, "--bind", "tcp://127.0.0.1:0",
-           "--spin-us", str(spin_us), *(() if gc_freeze else ("--no-gc-freeze",))]
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if entry.get("event") == "listening":
-            # keep reading its log so the server never blocks on a full pipe
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return proc, entry["endpoint"]
-    raise RuntimeError(f"the bridge did not start (exit {proc.wait()})")
-
-
 def measure_bridge(client: BridgeClient, obs: np.ndarray, mask: np.ndarray, iters: int) -> tuple[float, float]:
-    return _timed(lambda: client.act(obs, mask), iters)
+    return timed(lambda: client.act(obs, mask), iters)
 
 
 def measure_latency(policy, spec: str, endpoint: str, obs_dim: int, n_actions: int, iters: int, rounds: int,
@@ -272,8 +197,8 @@ def measure_latency(policy, spec: str, endpoint: str, obs_dim: int, n_actions: i
     one size back to back, so a round's ratio compares figures taken seconds apart."""
     out: dict[str, dict[int, list[tuple[float, float]]]] = {k: {n: [] for n in SIZES}
                                                             for k in ("echo", "forward", "act", "echo_forward")}
-    echo = EchoClient(n_actions, spin_us=spin_us)  # the floor polls like the bridge does
-    echo_forward = EchoClient(n_actions, spec, spin_us=spin_us)
+    echo = EchoClient(spin_us=spin_us)  # the floor polls like the bridge does
+    echo_forward = EchoClient(spec, spin_us=spin_us)
     try:
         with BridgeClient(endpoint, timeout=10.0, retries=0) as client:
             for _ in range(rounds):
@@ -370,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     gc.freeze()
 
     machine = measure_machine(args.iters)
-    proc, endpoint = start_bridge(spec, args.gc_freeze, args.spin_us)
+    freeze = () if args.gc_freeze else ("--no-gc-freeze",)
+    proc, listening = start_serve(spec, "--spin-us", str(args.spin_us), *freeze)
+    endpoint = listening["zmq"]
     try:
         lat = measure_latency(policy, spec, endpoint, obs_dim, n_actions, args.iters, args.rounds, args.spin_us)
         throughput = measure_throughput(endpoint, obs_dim, n_actions, args.clients, args.rows, args.seconds)

@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -29,25 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bridge_doors import throughput  # noqa: E402
+from _bridge_common import start_serve, throughput  # noqa: E402
 
 from bridge.policies import layout  # noqa: E402
-
-
-def start_server(root: Path, policy: str, extra: list[str]) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "village", "serve", "--policy", policy, "--bind", "tcp://127.0.0.1:0", *extra]
-    env = dict(os.environ, PYTHONPATH=str(root))
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=root, env=env)
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if entry.get("event") == "listening":
-            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-            return proc, entry["zmq"]
-    raise RuntimeError(f"the server of {root} did not start (exit {proc.wait()})")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -80,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--clients, --rows, --rounds must be >= 1 and --seconds > 0")
     obs_names, action_names = layout(4)
     names = [f"{r} --backend {b}" for r in roots for b in (args.backend or ["numpy"])]
-    servers = [start_server(r, args.policy, ["--backend", b]) for r in roots for b in (args.backend or ["numpy"])]
+    servers = [(proc, listening["zmq"]) for proc, listening in
+               (start_serve(args.policy, "--backend", b, root=r) for r in roots for b in (args.backend or ["numpy"]))]
     rates: dict[str, list[float]] = {n: [] for n in names}
     loads: dict[str, list[float]] = {n: [] for n in names}
     server_us: dict[str, list[float]] = {n: [] for n in names}  # server CPU per 1000 decisions
