@@ -59,8 +59,12 @@ def test_file_is_fsynced_before_the_rename_and_the_folder_after_it(tmp_path, mon
         return fd
 
     monkeypatch.setattr(atomic.os, "open", open_)
-    monkeypatch.setattr(atomic.os, "fsync",
-                        lambda fd: (calls.append("fsync dir" if fd in opened_dirs else "fsync file"), real_fsync(fd))[1])
+
+    def fsync(fd: int) -> None:
+        calls.append("fsync dir" if fd in opened_dirs else "fsync file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
     monkeypatch.setattr(atomic.os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
     atomic.write_atomically(tmp_path / "world.toml", b"x")
     assert calls == ["fsync file", "replace", "fsync dir"]
