@@ -43,6 +43,10 @@ class ConfigError(Exception):
     """The server cannot start with this configuration (a one-line reason)."""
 
 
+class BackendLoadError(PolicyLoadError):
+    """The policy loaded, but the configured backend cannot run it (an ONNX export that failed)."""
+
+
 @dataclass(frozen=True)
 class ServerConfig:
     bind: str | None = "tcp://127.0.0.1:5555"  # the ZeroMQ door; None: no ZeroMQ door
@@ -162,8 +166,10 @@ class BridgeService:
             try:
                 policy = self.loader(config.policy)
                 probe(policy, config.slots)
-            except PolicyLoadError as exc:
+            except BackendLoadError as exc:  # names --backend itself
                 raise ConfigError(str(exc)) from None
+            except PolicyLoadError as exc:
+                raise ConfigError(f"--policy: {exc}") from None
         self.policy: Policy = policy
         self.store = SessionStore(self.limits, config.slots, config.session_ttl_s, config.state_dir)
         self.store.tuning = policy_tuning(policy)  # its sessions' minds run in the world it learned
@@ -203,7 +209,7 @@ class BridgeService:
             return onnx_policy(spec if spec not in BASELINE_NAMES else load_policy(spec, slots=self.config.slots),
                                seed=self.config.seed)
         except ExportError as exc:
-            raise PolicyLoadError(f"--backend onnx: {exc}") from None
+            raise BackendLoadError(f"--backend onnx: {exc}") from None
 
     @property
     def policy_name(self) -> str:

@@ -36,7 +36,8 @@ def test_serve_answers_and_stops_cleanly(tmp_path):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--policy", "no-such-checkpoint.pt"], "(no such file)"),
+        (["--policy", "no-such-checkpoint.pt"], "error: --policy: expected default, mappo, scripted, random or a "
+                                                "policy file, got 'no-such-checkpoint.pt' (no such file)"),
         (["--policy", "scripted", "--batch-delay-us", "-1"], "--batch-delay-us"),
         (["--policy", "scripted", "--bind", "localhost:5555"], "--bind"),
         (["--policy", "scripted", "--max-batch", "0"], "--max-batch"),

@@ -69,7 +69,8 @@ def test_serve_refuses_a_corrupt_policy_in_one_line(kind, bad_policies):
     done = serve(str(path))
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    assert message in done.stderr.strip().splitlines()[-1]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("village serve: error: --policy: ") and message in last, last
 
 
 @pytest.mark.parametrize("command", ["demo", "eval", "play"])
