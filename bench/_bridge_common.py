@@ -173,17 +173,23 @@ def _load_client(kind: str, endpoint: str, rows: int, obs_dim: int, n_actions: i
     results.put(done)
 
 
-def throughput(kind: str, endpoint: str, obs_dim: int, n_actions: int, clients: int, rows: int,
-               seconds: float) -> float:
-    """NPC decisions/s: `clients` spawned processes, each sending act(`rows`) back to back through one door."""
+def decisions_per_s(client: Callable[..., None], args: tuple[Any, ...], clients: int, seconds: float,
+                    start_delay_s: float = 4.0) -> float:
+    """Run `clients` spawned processes of `client(*args, seconds, start_at, results)`, each of which starts at
+    `start_at`, sends for `seconds` and puts the NPC decisions it got into `results`; the total per second."""
     ctx = mp.get_context("spawn")
     results: mp.Queue = ctx.Queue()
-    start_at = time.time() + 4.0  # time for the spawned clients to import and connect
-    procs = [ctx.Process(target=_load_client, args=(kind, endpoint, rows, obs_dim, n_actions, seconds, start_at,
-                                                     results)) for _ in range(clients)]
+    start_at = time.time() + start_delay_s  # time for the spawned clients to import and connect
+    procs = [ctx.Process(target=client, args=(*args, seconds, start_at, results)) for _ in range(clients)]
     for p in procs:
         p.start()
     total = sum(results.get(timeout=seconds + 120) for _ in procs)
     for p in procs:
         p.join(10)
     return total / seconds
+
+
+def throughput(kind: str, endpoint: str, obs_dim: int, n_actions: int, clients: int, rows: int,
+               seconds: float) -> float:
+    """NPC decisions/s: `clients` spawned processes, each sending act(`rows`) back to back through one door."""
+    return decisions_per_s(_load_client, (kind, endpoint, rows, obs_dim, n_actions), clients, seconds)

@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from _bridge_common import BLAS_THREADS, SLOTS, start_serve, timed, zmq_echo_server  # noqa: E402
+from _bridge_common import BLAS_THREADS, SLOTS, decisions_per_s, start_serve, timed, zmq_echo_server  # noqa: E402
 
 from bridge import protocol as P  # noqa: E402
 from bridge.blas import set_blas_threads  # noqa: E402
@@ -236,17 +236,8 @@ def _load_client(endpoint: str, rows: int, obs_dim: int, n_actions: int, seconds
 
 def measure_throughput(endpoint: str, obs_dim: int, n_actions: int, clients: int, rows: int, seconds: float
                        ) -> float:
-    ctx = mp.get_context("spawn")
-    results: mp.Queue = ctx.Queue()
-    start_at = time.time() + 3.0  # time for the spawned clients to import and connect
-    procs = [ctx.Process(target=_load_client, args=(endpoint, rows, obs_dim, n_actions, seconds, start_at, results))
-             for _ in range(clients)]
-    for p in procs:
-        p.start()
-    total = sum(results.get(timeout=seconds + 120) for _ in procs)
-    for p in procs:
-        p.join(10)
-    return total / seconds
+    """NPC decisions/s through the Python client: `clients` processes, each sending act(`rows`) back to back."""
+    return decisions_per_s(_load_client, (endpoint, rows, obs_dim, n_actions), clients, seconds, start_delay_s=3.0)
 
 
 # ---------------------------------------------------------------------------------------------- main
