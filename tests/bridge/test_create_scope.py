@@ -52,13 +52,12 @@ def test_two_zeromq_clients_with_the_same_first_create_get_two_sessions(server, 
     assert len(server.store) == 2
 
 
-def test_the_python_client_retries_a_slow_create_into_one_session(server, world_text):
-    """The create outlasts the client's timeout: the client re-sends it (same socket, same routing id); the
-    late reply to the first attempt is dropped, the retries are answered from the cache, and the next
-    request gets its own reply."""
+def slow_first_create(server, world_text) -> list:
+    """After one warm-up create (the first of a process compiles things), the store's next create takes 1 s;
+    returns the list of the creates the store is asked for from then on."""
     store, calls = server.store, []
     create = store.create
-    with BridgeClient(server.endpoint, timeout=10.0) as warm:  # the first create of a process compiles things
+    with BridgeClient(server.endpoint, timeout=10.0) as warm:
         warm.session_create(world=world_text)
 
     def slow_create(fields):
@@ -68,6 +67,14 @@ def test_the_python_client_retries_a_slow_create_into_one_session(server, world_
         return create(fields)
 
     store.create = slow_create
+    return calls
+
+
+def test_the_python_client_retries_a_slow_create_into_one_session(server, world_text):
+    """The create outlasts the client's timeout: the client re-sends it (same socket, same routing id); the
+    late reply to the first attempt is dropped, the retries are answered from the cache, and the next
+    request gets its own reply."""
+    store, calls = server.store, slow_first_create(server, world_text)
     with BridgeClient(server.endpoint, timeout=0.3, retries=20) as c:
         sid = c.session_create(world=world_text)["session"]
         assert c.reconnects >= 2  # at least two attempts went unanswered in time
@@ -83,18 +90,7 @@ def test_the_asyncio_client_retries_a_slow_create_into_one_session(server, world
 
     from bridge.aio_client import AsyncBridgeClient
 
-    store, calls = server.store, []
-    create = store.create
-    with BridgeClient(server.endpoint, timeout=10.0) as warm:
-        warm.session_create(world=world_text)
-
-    def slow_create(fields):
-        calls.append(fields)
-        if len(calls) == 1:
-            time.sleep(1.0)
-        return create(fields)
-
-    store.create = slow_create
+    store, calls = server.store, slow_first_create(server, world_text)
 
     async def main() -> None:
         async with AsyncBridgeClient(server.endpoint, timeout=0.3, retries=20) as c:
