@@ -186,6 +186,8 @@ class Tuning:
     curriculum_raid: float = 0.0  # training scenario `mixed`: share of episodes with a raid in the kill window
     curriculum_rampage: float = 0.25  # training scenario `mixed`: share of episodes whose killer goes on a rampage
     rampage_at_scene: bool = False  # True: a rampaging killer's next hunt starts at the scene, once it has lingered
+    hunt_nearest: bool = False  # True: a killer still loose takes the nearest villager in his sight for his next
+    # planned killing (training scenario `mixed`), so that keeping away from a known killer keeps one alive
     work_energy_factor: float = 1.5  # energy drains this much faster while working
     talk_gain: float = 0.2
     work_output: float = 0.012  # granary fraction per worker-tick at diligence 1

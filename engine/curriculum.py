@@ -112,6 +112,10 @@ class KillingCurriculum:
                 self.kill_tick[b, k] += 1  # still after someone: the next killing waits
                 continue
             victim = int(self.kill_victim[b, k])
+            if k > 0 and v.t.hunt_nearest:  # a killer already known: whoever stays near him is in danger
+                prey, dist = nearest_villager(v, np.array([b]), player)
+                if dist[0] <= v.w.sight_radius[b]:
+                    victim = int(prey[0])
             if not s.alive[b, victim]:  # already dead: the killer picks another villager
                 living = np.flatnonzero(s.alive[b, :N])
                 if not len(living):

@@ -353,3 +353,29 @@ def test_a_rampage_can_start_at_the_scene(village):
             assert np.linalg.norm(s.pos[0, s.actor_target[0, m]] - s.pos[0, player]) <= sim.w.sight_radius[0]
         else:
             assert s.actor_mode[0, m] == ActorMode.STROLL and sim.driver.rampage[0] == 1
+
+
+def test_a_loose_killer_can_take_the_nearest_villager_next(village):
+    """hunt_nearest: a later planned killing goes to the villager nearest the killer when one is in his sight
+    (else to the planned victim); the first killing, and every killing by default, keep the planned victim."""
+    for on in (False, True):
+        sim = VillageSim(village, 1, seed=2, scenario="mixed", tuning=Tuning(hunt_nearest=on))
+        s, player, m, d = sim.state, sim.player, sim.player - sim.N, sim.driver
+        d.kill_tick[0] = [s.tick[0], s.tick[0] + 1, -1]
+        planned_first, planned_later = 5, 7
+        d.kill_victim[0] = [planned_first, planned_later, -1]
+        s.pos[0, 2] = s.pos[0, :sim.N].max(0) + 3 * sim.w.sight_radius[0]  # NPC 2 walked off alone
+        s.pos[0, player] = s.pos[0, 2] + 0.5  # and the killer stands right by it
+        sim.commands.clear()
+        d.before_tick(sim)
+        assert [c.target for c in sim.commands] == [planned_first]  # the first killing: as planned
+        sim.commands.clear()
+        s.actor_mode[0, m] = ActorMode.IDLE
+        s.tick[0] += 1
+        d.before_tick(sim)
+        assert [c.target for c in sim.commands] == [2 if on else planned_later]
+        sim.commands.clear()
+        d.kill_tick[0, 1] = s.tick[0]
+        s.pos[0, player] = s.pos[0, 2] + 2 * sim.w.sight_radius[0]  # nobody in sight
+        d.before_tick(sim)
+        assert [c.target for c in sim.commands] == [planned_later]
