@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.constants import Action, Personality  # noqa: E402
 from engine.sim import VillageSim, flat_action  # noqa: E402
 from npc_brains.evaluate import policy_slots  # noqa: E402
+from npc_brains.tuning import policy_tuning  # noqa: E402
 from worlds.generate import generate_world  # noqa: E402
 
 TERMS = ("anger_cost", "fear_cost", "grief_cost", "needs_cost", "alive_ticks")
@@ -59,7 +60,9 @@ def _eligible(sim: VillageSim, situation: str) -> np.ndarray:
 
 
 def run(policy, situation: str, world_seed: int, villages: int, seed: int, deviate: bool) -> dict:
-    sim = VillageSim(generate_world(12, world_seed), villages, seed=seed, scenario="mixed", slots=policy_slots(policy))
+    # the world the policy learned in: its engine overrides (hunt_nearest, rampages...) are part of the situation
+    sim = VillageSim(generate_world(12, world_seed), villages, seed=seed, scenario="mixed", slots=policy_slots(policy),
+                     tuning=policy_tuning(policy))
     B, N, K = sim.B, sim.N, sim.K
     player = sim.player
     kind = {"revenge": Action.ATTACK, "flee": Action.FLEE, "mourn": Action.MOURN, "work": Action.WORK}[situation]
