@@ -43,6 +43,7 @@ class MetricParams:
     curve_ticks: int = 24  # steps of the distance-from-culprit curves
     news_reach_at: int = 48  # news_reach_48: the reach curve at this many steps after the death
     player_day: int = 144  # player_reactions: steps after a killing by the player (a day)
+    remember_window: int = 36  # player_remembered: steps after the player's return (6 hours)
     eps: float = 1e-5
 
 
@@ -88,6 +89,7 @@ class Trace:
     personas: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # (N, C)
     persona_cols: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # (C,)
     plan: str = ""
+    return_tick: int = -1  # the scenario's first talk, gift or attack step (the player's return); -1 none
 
     @property
     def B(self) -> int:
@@ -368,6 +370,7 @@ class Stats:
             },
             "entropy_by_trait": self.entropy_by_trait(),
         }
+        out.update(remembered_result(self))
         return out
 
     def entropy_by_trait(self) -> dict[str, dict[str, float | None]]:
@@ -768,6 +771,77 @@ def player_reaction_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list
         st.n["player_reaction_kinds"] += len(kinds)
 
 
+# ------------------------------------------------------------------ NPCs who remember the player
+ABOUT_PLAYER = (Reaction.FEAR, Reaction.REVENGE, Reaction.DEFENSE)  # labels whose target is the threat
+REMEMBERED_KEYS: tuple[str, ...] = ("player_remembered", "player_reacted_unknowing", "player_remembered_gap",
+                                    "player_known_share")
+
+
+def player_blamers(trace: Trace, b: int, player: int, before: int) -> np.ndarray:
+    """(N,) bool: NPCs of village b who, before step `before`, came to believe the player killed someone."""
+    blames = (trace.known_culprit[b] == player) & (trace.culprit_tick[b] >= 0) & (trace.culprit_tick[b] < before)
+    return blames.any(1)
+
+
+def reacted_to_player(trace: Trace, b: int, player: int, start: int, stop: int) -> np.ndarray:
+    """(N,) bool: NPCs of village b who start a reaction about the player in steps start .. stop - 1: FEAR,
+    REVENGE or DEFENSE aimed at the player, or ALARM whose cause is the player's violence."""
+    ev, N = trace.events, trace.N
+    here = ev["village"] == b
+    by_player = set(ev["id"][here & (ev["actor"] == player)].tolist())
+    sel = here & (ev["type"] == EventType.REACTION) & (ev["tick"] >= start) & (ev["tick"] < stop) & (
+        ev["actor"] >= 0) & (ev["actor"] < N)
+    aimed = np.isin(ev["reaction"], ABOUT_PLAYER) & (ev["target"] == player)
+    alarm = (ev["reaction"] == Reaction.ALARM) & np.isin(ev["cause"], np.fromiter(by_player, np.int64))
+    out = np.zeros(N, bool)
+    out[ev["actor"][sel & (aimed | alarm)]] = True
+    return out
+
+
+def remembered_stats(trace: Trace, p: MetricParams, st: Stats) -> None:
+    """At the player's return R: the living NPCs who blame the player for a killing and those who do not, and
+    in each group who reacts about the player in the W steps from R (docs/emergence.md). Adds nothing to a
+    trace without a return (or whose episode ends before the window does)."""
+    R, W = trace.return_tick, p.remember_window
+    players = np.flatnonzero(trace.entity_kind == EntityKind.PLAYER)
+    if R < 0 or trace.ticks < R + W or not len(players):
+        return
+    player = int(players[0])
+    ev = trace.events
+    for b in range(trace.B):
+        if not trace.alive[R, b, player]:
+            st.n["remember_player_dead"] += 1  # killed before his return (revenge on day 1): no return
+            continue
+        alive = trace.alive[R, b, : trace.N]
+        knew = alive & player_blamers(trace, b, player, R)
+        unknowing = alive & ~knew
+        reacted = reacted_to_player(trace, b, player, R, R + W)
+        st.n["remember_villages"] += 1
+        st.n["remember_knew"] += int(knew.sum())
+        st.n["remember_knew_reacted"] += int((knew & reacted).sum())
+        st.n["remember_unknowing"] += int(unknowing.sum())
+        st.n["remember_unknowing_reacted"] += int((unknowing & reacted).sum())
+        acts = (ev["village"] == b) & (ev["actor"] == player) & (ev["tick"] >= R)
+        st.n["remember_talks"] += int((acts & (ev["type"] == EventType.TALK)).sum())
+        st.n["remember_gifts"] += int((acts & (ev["type"] == EventType.GIFT)).sum())
+        st.n["remember_strikes"] += int((acts & (ev["type"] == EventType.ATTACK)).sum())
+
+
+def remembered_result(st: Stats) -> dict[str, float | None]:
+    """player_remembered and its companions; {} when no run had a return (the keys are then absent)."""
+    if "remember_villages" not in st.n and "remember_player_dead" not in st.n:
+        return {}
+    knew = st.ratio("remember_knew_reacted", "remember_knew")
+    unknowing = st.ratio("remember_unknowing_reacted", "remember_unknowing")
+    population = st.n.get("remember_knew", 0.0) + st.n.get("remember_unknowing", 0.0)
+    return {
+        "player_remembered": knew,
+        "player_reacted_unknowing": unknowing,
+        "player_remembered_gap": None if knew is None or unknowing is None else knew - unknowing,
+        "player_known_share": None if population <= 0 else float(st.n.get("remember_knew", 0.0) / population),
+    }
+
+
 def action_stats(trace: Trace, st: Stats) -> None:
     """Histograms of the macro-actions NPCs chose when free, per personality band, and per-NPC diversity."""
 
@@ -813,6 +887,7 @@ def trace_stats(trace: Trace, params: MetricParams | None = None) -> Stats:
     trees = chain_stats(trace, st, deaths)
     hearsay_stats(trace, st, deaths)
     player_reaction_stats(trace, p, st, deaths, trees)
+    remembered_stats(trace, p, st)
     action_stats(trace, st)
     return st
 

@@ -13,14 +13,20 @@ recorded `engine.metrics.Trace`.
 
     [[steps]]
     tick = 30
-    op = "kill"                  # kill | raid
+    op = "kill"                  # kill | raid | talk | gift | attack | move
     actor = "player"             # an actor kind (player, raider) or an actor's name
     victim = "parent"            # kill only: a victim rule (VICTIM_RULES) or an NPC name
+    # target = "beloved"         # talk, gift, attack: a victim rule or an NPC name
+    # place = "forest_edge"      # move: a location kind
 
     [gather]                     # optional, applied before tick 0
     place = "square"             # a location kind: the first victim, a crowd and the actor stand there
     crowd = 8                    # how many other NPCs (drawn per village)
     radius = 3.0
+
+Kills and raids are orders given at their tick. Talk, gift, attack and move are *errands* of the scenario
+driver (`Errands`): done in order per village, each starting at its tick or when the one before is done,
+whichever is later; talk and gift walk the actor up to the target first (docs/emergence.md).
 """
 
 from __future__ import annotations
@@ -45,7 +51,11 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SCENARIO_DIR = Path(worlds.__file__).resolve().parent / "scenarios"  # package data of worlds
-STEP_OPS: tuple[str, ...] = ("kill", "raid")
+STEP_OPS: tuple[str, ...] = ("kill", "raid", "talk", "gift", "attack", "move")
+SOCIAL_OPS: tuple[str, ...] = ("talk", "gift", "attack")  # an actor's acts on one NPC, chosen by a target rule
+ERRAND_OPS: tuple[str, ...] = (*SOCIAL_OPS, "move")
+ERRAND_TICKS = 18  # an errand not done this many ticks after it started lapses (3 hours)
+REACH_MARGIN = 0.95  # talk and gift are ordered a little inside the engine's range (float32 positions)
 VICTIM_RULES: tuple[str, ...] = ("parent", "loner", "rival", "fighter", "beloved", "random")
 
 
@@ -59,6 +69,8 @@ class ScenarioStep:
     op: str
     actor: str
     victim: str | None = None
+    target: str | None = None  # talk, gift, attack: a victim rule or an NPC name
+    place: str | None = None  # move: a location kind
 
 
 @dataclass(frozen=True)
@@ -77,16 +89,33 @@ class Scenario:
     description: str = ""
     gather: Gather | None = None
     source: str = ""
+    suite: bool = True  # part of the bundled suite (`--scenarios all`)
 
     @property
     def kills(self) -> tuple[ScenarioStep, ...]:
         return tuple(s for s in self.steps if s.op == "kill")
 
+    @property
+    def errands(self) -> tuple[ScenarioStep, ...]:
+        return tuple(s for s in self.steps if s.op in ERRAND_OPS)
+
+    @property
+    def return_tick(self) -> int:
+        """The tick of the first talk, gift or attack step (the player's return among the villagers); -1 if
+        none."""
+        return min((s.tick for s in self.steps if s.op in SOCIAL_OPS), default=-1)
+
 
 # ------------------------------------------------------------------ loading
-def bundled_scenarios() -> list[str]:
-    """Ids of the scenarios shipped in worlds/scenarios/, in suite order (file name order)."""
+def shipped_scenarios() -> list[str]:
+    """Ids of every scenario file shipped in worlds/scenarios/ (file name order), in the suite or not."""
     return [p.stem for p in sorted(SCENARIO_DIR.glob("*.toml"))]
+
+
+def bundled_scenarios() -> list[str]:
+    """Ids of the bundled suite (`--scenarios all`), in suite order (file name order): the shipped scenarios
+    whose `[scenario]` table does not say `suite = false`."""
+    return [sid for sid in shipped_scenarios() if load_scenario(sid).suite]
 
 
 def default_suite() -> list[Scenario]:
@@ -101,7 +130,7 @@ def load_scenario(id_or_path: str | Path) -> Scenario:
         path = SCENARIO_DIR / f"{text_id}.toml"
         if not path.is_file():
             raise ScenarioError(f"unknown scenario {text_id!r}; expected a scenario file or one of "
-                                f"{', '.join(bundled_scenarios())}")
+                                f"{', '.join(shipped_scenarios())}")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -134,13 +163,15 @@ def scenario_from_dict(data: dict[str, Any], *, source: str = "scenario") -> Sce
     _keys(data, ("scenario", "steps", "gather"), source, "(top level)")
     head = data.get("scenario")
     _expect(isinstance(head, dict), source, "scenario", "a [scenario] table", head)
-    _keys(head, ("id", "name", "ticks", "description"), source, "scenario")
+    _keys(head, ("id", "name", "ticks", "description", "suite"), source, "scenario")
     sid, name, ticks = head.get("id"), head.get("name", head.get("id")), head.get("ticks")
     _expect(isinstance(sid, str) and sid.strip() != "", source, "scenario.id", "a non-empty string", sid)
     _expect(isinstance(name, str), source, "scenario.name", "a string", name)
     _expect(_int(ticks) and 1 <= ticks <= 10_000, source, "scenario.ticks", "an integer in 1..10000", ticks)
     description = head.get("description", "")
     _expect(isinstance(description, str), source, "scenario.description", "a string", description)
+    suite = head.get("suite", True)
+    _expect(isinstance(suite, bool), source, "scenario.suite", "true or false", suite)
     raw_steps = data.get("steps", [])
     _expect(isinstance(raw_steps, list) and len(raw_steps) > 0, source, "steps",
             "at least one [[steps]] table", raw_steps)
@@ -148,18 +179,29 @@ def scenario_from_dict(data: dict[str, Any], *, source: str = "scenario") -> Sce
     for k, st in enumerate(raw_steps):
         where = f"steps[{k}]"
         _expect(isinstance(st, dict), source, where, "a table", st)
-        _keys(st, ("tick", "op", "actor", "victim"), source, where)
-        tick, op, actor, victim = st.get("tick"), st.get("op"), st.get("actor"), st.get("victim")
+        _keys(st, ("tick", "op", "actor", "victim", "target", "place"), source, where)
+        tick, op, actor = st.get("tick"), st.get("op"), st.get("actor")
+        victim, target, place = st.get("victim"), st.get("target"), st.get("place")
         _expect(_int(tick) and 0 <= tick < ticks, source, f"{where}.tick", f"an integer in 0..{ticks - 1}", tick)
         _expect(op in STEP_OPS, source, f"{where}.op", f"one of {', '.join(STEP_OPS)}", op)
         _expect(isinstance(actor, str) and actor != "", source, f"{where}.actor",
                 "an actor kind (player, raider) or an actor name", actor)
+        rule = f"a victim rule ({', '.join(VICTIM_RULES)}) or an NPC name"
         if op == "kill":
-            _expect(isinstance(victim, str) and victim != "", source, f"{where}.victim",
-                    f"a victim rule ({', '.join(VICTIM_RULES)}) or an NPC name", victim)
+            _expect(isinstance(victim, str) and victim != "", source, f"{where}.victim", rule, victim)
         else:
-            _expect(victim is None, source, f"{where}.victim", "no victim for a raid", victim)
-        steps.append(ScenarioStep(int(tick), str(op), str(actor), victim))
+            _expect(victim is None, source, f"{where}.victim", f"no victim for {op!r} (a kill's key)", victim)
+        if op in SOCIAL_OPS:
+            _expect(isinstance(target, str) and target != "", source, f"{where}.target", rule, target)
+        else:
+            _expect(target is None, source, f"{where}.target", f"no target for {op!r} (a talk, gift or attack's "
+                    "key)", target)
+        if op == "move":
+            _expect(place in LOCATION_KINDS, source, f"{where}.place",
+                    f"a location kind ({', '.join(LOCATION_KINDS)})", place)
+        else:
+            _expect(place is None, source, f"{where}.place", f"no place for {op!r} (a move's key)", place)
+        steps.append(ScenarioStep(int(tick), str(op), str(actor), victim, target, place))
     gather = None
     if "gather" in data:
         g = data["gather"]
@@ -174,7 +216,7 @@ def scenario_from_dict(data: dict[str, Any], *, source: str = "scenario") -> Sce
         _expect(any(s.op == "kill" for s in steps), source, "gather", "a scenario with a kill step", "no kill")
         gather = Gather(str(place), int(crowd), float(radius))
     steps.sort(key=lambda s: s.tick)
-    return Scenario(sid, name, int(ticks), tuple(steps), description.strip(), gather, source)
+    return Scenario(sid, name, int(ticks), tuple(steps), description.strip(), gather, source, suite)
 
 
 # ------------------------------------------------------------------ victim rules
@@ -278,6 +320,9 @@ class ScenarioPlan:
     actors: list[int]  # entity index per step
     crowd: np.ndarray | None = None  # (B, N) bool: placed at the gathering (victim included)
     notes: list[str] = field(default_factory=list)
+    # per errand step (talk, gift, attack, move), in `scenario.errands` order
+    targets: np.ndarray | None = None  # (B, errands) NPC index of a talk, gift or attack (-1 for a move)
+    places: list[tuple[float, float] | None] = field(default_factory=list)  # a move's destination
 
     def replace_dead(self, kill: int, alive: np.ndarray, rng: np.random.Generator) -> None:
         """Before kill step `kill`: where its victim already died, the rule picks again among the living
@@ -296,12 +341,20 @@ class ScenarioPlan:
     def describe(self) -> str:
         names = list(self.spec.npc_names) + list(self.spec.actor_names)
         parts = []
-        k = 0
+        k = j = 0
+        verbs = {"talk": "talks to", "gift": "gives a gift to", "attack": "strikes"}
         for step, actor in zip(self.scenario.steps, self.actors, strict=True):
             if step.op == "kill":
                 who = sorted({names[v] for v in self.victims[:, k]})
                 parts.append(f"t{step.tick}: {names[actor]} kills {step.victim} ({'/'.join(who)})")
                 k += 1
+            elif step.op in SOCIAL_OPS and self.targets is not None:
+                who = sorted({names[v] for v in self.targets[:, j]})
+                parts.append(f"t{step.tick}: {names[actor]} {verbs[step.op]} {step.target} ({'/'.join(who)})")
+                j += 1
+            elif step.op == "move":
+                parts.append(f"t{step.tick}: {names[actor]} goes to the {step.place}")
+                j += 1
             else:
                 parts.append(f"t{step.tick}: {names[actor]} raids")
         return "; ".join(parts)
@@ -334,7 +387,131 @@ def plan_scenario(scenario: Scenario, spec: WorldSpec, villages: int, rng: np.ra
             picked = rng.choice(others, size=min(scenario.gather.crowd, len(others)), replace=False)
             crowd[b, picked] = True
             crowd[b, victims[b, 0]] = True
-    return ScenarioPlan(scenario, spec, villages, victims, actors, crowd)
+    targets, places = plan_errands(scenario, spec, villages, victims, rng)
+    return ScenarioPlan(scenario, spec, villages, victims, actors, crowd, targets=targets, places=places)
+
+
+def plan_errands(scenario: Scenario, spec: WorldSpec, villages: int, victims: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, list[tuple[float, float] | None]]:
+    """Targets (B, errands) of the talk, gift and attack steps, first picked among the NPCs the scenario's
+    earlier kills leave alive (re-picked among the living when the errand starts), and the moves' places."""
+    errands = scenario.errands
+    targets = np.full((villages, len(errands)), -1, np.int64)
+    places: list[tuple[float, float] | None] = []
+    where = {id(step): k for k, step in enumerate(scenario.steps)}
+    kill_ticks = [step.tick for step in scenario.kills]
+    for j, step in enumerate(errands):
+        field_path = f"{scenario.source or scenario.id}: steps[{where[id(step)]}]"
+        if step.op == "move":
+            found = spec.locations_of_kind(str(step.place))
+            if not found:
+                raise ScenarioError(f"{field_path}.place: world {spec.id!r} has no location of kind {step.place!r}")
+            places.append((float(found[0].x), float(found[0].y)))
+            continue
+        places.append(None)
+        rule = str(step.target)
+        for b in range(villages):
+            if rule in spec.npc_names:
+                targets[b, j] = spec.npc_index(rule)
+                continue
+            earlier = [int(v) for v, t in zip(victims[b], kill_ticks, strict=True) if t <= step.tick]
+            try:
+                targets[b, j] = select_victim(spec, rule, earlier, rng)
+            except ScenarioError as exc:
+                raise ScenarioError(f"{field_path}.target: {exc}") from None
+    return targets, places
+
+
+class Errands:
+    """The scenario driver's errands (talk, gift, attack, move), done in order per village and actor: each
+    starts at its step's tick or when the one before is done, whichever is later, and lapses when not done
+    within ERRAND_TICKS. Talk and gift walk the actor up to the target (within the engine's talking range of
+    an actor) before the order; attack is the engine's own walk-and-strike; move walks to a place."""
+
+    def __init__(self, plan: ScenarioPlan, reach: float, rng: np.random.Generator):
+        self.plan, self.reach, self.rng = plan, reach, rng
+        errands = plan.scenario.errands
+        step_actor = {id(step): a for step, a in zip(plan.scenario.steps, plan.actors, strict=True)}
+        self.actor = [step_actor[id(step)] for step in errands]
+        by_actor: dict[int, list[int]] = {}
+        for j, a in enumerate(self.actor):
+            by_actor.setdefault(a, []).append(j)
+        self.pending = [{a: list(js) for a, js in by_actor.items()} for _ in range(plan.villages)]
+        self.started = np.full((plan.villages, len(errands)), -1, np.int64)
+        self.ordered = np.zeros((plan.villages, len(errands)), bool)
+        self.targets = (plan.targets.copy() if plan.targets is not None
+                        else np.full((plan.villages, 0), -1, np.int64))
+        self.done = np.zeros((plan.villages, len(errands)), bool)
+        self.lapsed = np.zeros((plan.villages, len(errands)), bool)
+
+    def _living_target(self, b: int, j: int, alive: np.ndarray) -> bool:
+        """Keep the errand's target, or re-pick it by its rule among the living; False if nobody fits."""
+        if alive[self.targets[b, j]]:
+            return True
+        rule = str(self.plan.scenario.errands[j].target)
+        try:
+            self.targets[b, j] = select_victim(self.plan.spec, rule, np.flatnonzero(~alive).tolist(), self.rng)
+        except ScenarioError:
+            return False
+        return True
+
+    def commands(self, sim: Any, tick: int) -> list[tuple[int, int, str, int, float, float]]:
+        """(village, actor, op, target, x, y) orders to queue before the step of `tick`."""
+        from engine.constants import ActorMode
+
+        s, N = sim.state, sim.N
+        errands = self.plan.scenario.errands
+        out: list[tuple[int, int, str, int, float, float]] = []
+        for b in range(self.plan.villages):
+            alive = s.alive[b, :N]
+            for actor, queue in self.pending[b].items():
+                while queue and errands[queue[0]].tick <= tick:
+                    j = queue[0]
+                    step = errands[j]
+                    if not s.alive[b, actor]:
+                        self.lapsed[b, queue] = True
+                        queue.clear()
+                        break
+                    if self.started[b, j] < 0:
+                        self.started[b, j] = tick
+                    mode = int(s.actor_mode[b, actor - N])
+                    late = tick - self.started[b, j] >= ERRAND_TICKS
+                    order: tuple[str, int, float, float] | None = None
+                    finished = lapsed = False
+                    if step.op == "move":
+                        if mode == ActorMode.HUNT:
+                            break  # a killing in progress is finished first
+                        x, y = self.plan.places[j] or (0.0, 0.0)
+                        order, finished = ("move", -1, x, y), True
+                    elif not self._living_target(b, j, alive):
+                        lapsed = True
+                    elif step.op == "attack":
+                        if not self.ordered[b, j]:
+                            order = ("attack", int(self.targets[b, j]), 0.0, 0.0)
+                            self.ordered[b, j] = True
+                        elif mode != ActorMode.STRIKE:
+                            finished = True  # the blow landed (or the actor turned on someone who struck it)
+                        elif late:
+                            order, lapsed = ("stop", -1, 0.0, 0.0), True
+                    else:  # talk, gift: face to face
+                        t = int(self.targets[b, j])
+                        gap = float(np.linalg.norm(s.pos[b, actor] - s.pos[b, t]))
+                        if gap <= self.reach:
+                            order, finished = (step.op, t, 0.0, 0.0), True
+                        elif late:
+                            order, lapsed = ("stop", -1, 0.0, 0.0), True
+                        else:
+                            order = ("move", -1, float(s.pos[b, t, 0]), float(s.pos[b, t, 1]))
+                    if order is not None:
+                        out.append((b, actor, *order))
+                    if finished or lapsed:
+                        self.done[b, j] |= finished
+                        self.lapsed[b, j] |= lapsed
+                        queue.pop(0)
+                        if order is None:
+                            continue  # nothing ordered this tick: the next errand may start now
+                    break
+        return out
 
 
 def gather_crowd(sim: Any, plan: ScenarioPlan, rng: np.random.Generator) -> None:
@@ -383,7 +560,7 @@ def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, village
     """Play `scenario` on B = `villages` copies of `spec` (different random draws) with `policy` choosing every
     NPC's action; return the recorded `engine.metrics.Trace`. `max_ticks` caps the episode length."""
     from engine.metrics import TraceRecorder
-    from engine.sim import VillageSim
+    from engine.sim import TALK_RANGE_FACTOR, VillageSim
 
     ticks = scenario.ticks if max_ticks is None else min(scenario.ticks, max_ticks)
     rng = np.random.default_rng([seed, 17])
@@ -395,12 +572,16 @@ def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, village
                              rng=np.random.default_rng([seed, 29]))
     B, N = sim.B, sim.N
     kill_ticks = [step.tick for step in scenario.kills]
+    errands = Errands(plan, sim.t.talk_radius * TALK_RANGE_FACTOR * REACH_MARGIN, rng) if scenario.errands else None
     for tick in range(ticks):
         for k, when in enumerate(kill_ticks):
             if when == tick:
                 plan.replace_dead(k, sim.state.alive[:, :N], rng)
         for b, actor, op, target in scenario_commands(plan, tick):
             sim.command(b, actor, op, target=target)
+        if errands is not None:
+            for b, actor, op, target, x, y in errands.commands(sim, tick):
+                sim.command(b, actor, op, target=target, x=x, y=y)
         recorder.before_step()
         out = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1), deterministic=deterministic)
         sim.step(np.asarray(out.actions).reshape(B, N))
@@ -409,4 +590,5 @@ def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, village
             on_tick(tick)
     trace = recorder.finish()
     trace.plan = plan.describe()
+    trace.return_tick = scenario.return_tick
     return trace

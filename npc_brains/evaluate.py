@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.metrics import MetricParams, Stats, Trace, system_neural_diversity, trace_stats
+from engine.metrics import REMEMBERED_KEYS, MetricParams, Stats, Trace, system_neural_diversity, trace_stats
 from engine.policy_api import Policy
 from engine.scenarios import Scenario, ScenarioError, run_scenario
 from npc_brains.resolve import policy_slots as built_slots
@@ -136,7 +136,15 @@ def probe_diversity(policy: Policy, trace: Trace) -> tuple[float | None, int]:
 
 
 def scalar_view(result: dict[str, Any]) -> dict[str, Any]:
-    return {k: result.get(k) for k in SCALARS}
+    """The scalar metrics; player_remembered and its companions only where a run had a player's return."""
+    return {**{k: result.get(k) for k in SCALARS}, **{k: result[k] for k in REMEMBERED_KEYS if k in result}}
+
+
+def with_remembered(results: dict[str, Any], columns: Sequence[str], views: Callable[[dict[str, Any]], Iterator[
+        dict[str, Any]]]) -> tuple[str, ...]:
+    """`columns`, plus the player_remembered columns when some result (as `views` yields them) has them."""
+    present = any(k in v for r in results.values() for v in views(r) for k in REMEMBERED_KEYS)
+    return (*columns, *REMEMBERED_KEYS) if present else tuple(columns)
 
 
 @dataclass
@@ -335,6 +343,7 @@ def target_checks(results: dict[str, Any], main: str) -> dict[str, list[Check]]:
 
 def size_table(results: dict[str, Any], columns: Sequence[str] = SIZE_COLUMNS) -> str:
     """One row per (held-out size, policy)."""
+    columns = with_remembered(results, columns, lambda r: iter(r.get("held_out_by_size", {}).values()))
     lines = ["Held-out worlds by size:", "", "| NPCs | policy | " + " | ".join(columns) + " |",
              "|---:|---|" + "---:|" * len(columns)]
     sizes = sorted({int(k) for r in results.values() for k in r.get("held_out_by_size", {})})
@@ -370,6 +379,7 @@ def _digits(column: str) -> int:
 
 
 def markdown_table(results: dict[str, Any], columns: Sequence[str] = TABLE_COLUMNS) -> str:
+    columns = with_remembered(results, columns, lambda r: iter((r,)))
     head = "| policy | " + " | ".join(columns) + " |"
     rule = "|---|" + "---:|" * len(columns)
     rows = [f"| {name} | " + " | ".join(_fmt(r.get(c), _digits(c)) for c in columns) + " |"

@@ -429,6 +429,50 @@ def test_player_reactions_counts_distinct_labels_about_the_killing_per_npc() -> 
     assert r["player_reactions"] == pytest.approx((2 + 1 + 0) / 3)
 
 
+def remembered(b: Builder, return_tick: int, **params: float) -> dict:
+    trace = b.build()
+    trace.return_tick = return_tick
+    return trace_stats(trace, MetricParams(**params)).result()
+
+
+def test_player_remembered_splits_the_living_by_what_they_knew_at_the_return() -> None:
+    R = 20
+    b = Builder()
+    b.learns(1, DEATH_STEP)  # knew the culprit before the return
+    b.learns(2, R + 3)  # learned it only after the return: unknowing at R
+    b.learns(3, DEATH_STEP, culprit=False)  # knew of the death, not who did it
+    b.event(R - 4, EventType.REACTION, 3, PLAYER, reaction=Reaction.FEAR)  # before the window: not counted
+    b.event(R + 2, EventType.REACTION, 1, PLAYER, reaction=Reaction.FEAR)  # knowing, reacts
+    b.event(R + 5, EventType.REACTION, 1, PLAYER, reaction=Reaction.DEFENSE)  # the same NPC again
+    blow = b.event(R + 6, EventType.ATTACK, PLAYER, 3)  # the player's blow of day 2
+    b.event(R + 7, EventType.REACTION, 2, 3, cause=blow, reaction=Reaction.ALARM)  # a warning about the player
+    elsewhere = b.event(R + 1, EventType.ATTACK, 1, 2)
+    b.event(R + 8, EventType.REACTION, 3, 1, cause=elsewhere, reaction=Reaction.ALARM)  # about NPC 1: no
+    b.event(R + 9, EventType.REACTION, 3, PLAYER, reaction=Reaction.AGGRESSION)  # not a reaction to a threat
+    b.event(R + 24, EventType.REACTION, 3, PLAYER, reaction=Reaction.FEAR)  # after the window: not counted
+    r = remembered(b, R, remember_window=24)
+    assert r["player_remembered"] == pytest.approx(1.0)  # NPC 1
+    assert r["player_reacted_unknowing"] == pytest.approx(0.5)  # NPC 2 of NPCs 2 and 3
+    assert r["player_remembered_gap"] == pytest.approx(0.5)
+    assert r["player_known_share"] == pytest.approx(1 / 3)
+    c = r["counts"]
+    assert (c["remember_knew"], c["remember_knew_reacted"], c["remember_unknowing"],
+            c["remember_unknowing_reacted"], c["remember_strikes"], c["remember_villages"]) == (1, 1, 2, 1, 1, 1)
+
+
+def test_player_remembered_is_absent_without_a_return_and_void_when_the_player_died() -> None:
+    b = Builder()
+    b.learns(1, DEATH_STEP)
+    r = remembered(b, -1)
+    assert not any(k in r for k in ("player_remembered", "player_reacted_unknowing", "player_remembered_gap"))
+    assert not any(k.startswith("remember_") for k in r["counts"])
+    assert "player_remembered" not in remembered(b, 50, remember_window=24)  # the window does not fit
+    b.alive[15:, 0, PLAYER] = False  # the villagers killed the player on day 1: no one comes back
+    r = remembered(b, 20, remember_window=24)
+    assert r["counts"]["remember_player_dead"] == 1
+    assert r["player_remembered"] is None and r["player_remembered_gap"] is None
+
+
 def test_no_trigger_deaths_gives_empty_rates() -> None:
     b = Builder()
     b.events.clear()

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from engine.constants import EventType
+from engine.metrics import trace_stats
 from engine.scenarios import (
     SCENARIO_DIR,
     VICTIM_RULES,
@@ -20,6 +21,7 @@ from engine.scenarios import (
     scenario_commands,
     scenario_from_dict,
     select_victim,
+    shipped_scenarios,
 )
 from npc_brains.baselines import get_baseline
 from worlds import ActorSpec, Location, NPCSpec, Relationship, Traits, WorldSpec, generate_world, load_world
@@ -70,6 +72,15 @@ def test_the_bundled_suite_loads_with_ids_matching_file_names() -> None:
     ({"steps": [{"tick": 1, "op": "raid", "actor": "raider", "victim": "parent"}]}, "steps[0].victim"),
     ({"steps": [{"tick": 1, "op": "kill", "actor": "player", "victim": "loner", "when": 3}]}, "unknown key 'when'"),
     ({"steps": []}, "steps"),
+    ({"steps": [{"tick": 1, "op": "talk", "actor": "player"}]}, "steps[0].target"),
+    ({"steps": [{"tick": 1, "op": "gift", "actor": "player", "target": 3}]}, "steps[0].target"),
+    ({"steps": [{"tick": 1, "op": "attack", "actor": "player", "victim": "fighter"}]}, "steps[0].victim"),
+    ({"steps": [{"tick": 1, "op": "kill", "actor": "player", "victim": "loner", "target": "loner"}]},
+     "steps[0].target"),
+    ({"steps": [{"tick": 1, "op": "move", "actor": "player", "place": "moon"}]}, "steps[0].place"),
+    ({"steps": [{"tick": 1, "op": "talk", "actor": "player", "target": "loner", "place": "square"}]},
+     "steps[0].place"),
+    ({"scenario": {"id": "x", "ticks": 20, "suite": "no"}}, "scenario.suite"),
     ({"gather": {"place": "moon"}}, "gather.place"),
     ({"gather": {"crowd": -1}}, "gather.crowd"),
     ({"extra": 1}, "unknown key 'extra'"),
@@ -209,3 +220,74 @@ def test_the_raid_scenario_brings_the_raiders() -> None:
     raids = trace.events["type"] == EventType.RAID_START
     assert set(trace.events["village"][raids]) == {0, 1}
     assert (trace.events["tick"][raids] == 30).all()
+
+
+# ------------------------------------------------------------------ the player's errands (talk, gift, attack, move)
+def test_return_next_day_is_shipped_outside_the_default_suite() -> None:
+    scenario = load_scenario("return-next-day")
+    assert not scenario.suite
+    assert "return-next-day" in shipped_scenarios() and "return-next-day" not in bundled_scenarios()
+    assert [s.op for s in scenario.steps] == ["kill", "move", "talk", "gift", "attack"]
+    assert scenario.return_tick == 174 and scenario.ticks == 174 + 36
+    assert load_scenario(SCENARIO_DIR / "return-next-day.toml").id == "return-next-day"
+    assert load_scenario("kill-parent").return_tick == -1
+
+
+def test_a_target_rule_the_world_does_not_know_names_the_file_and_field() -> None:
+    data = {"scenario": {"id": "x", "ticks": 20},
+            "steps": [{"tick": 1, "op": "kill", "actor": "player", "victim": "parent"},
+                      {"tick": 5, "op": "gift", "actor": "player", "target": "stranger"}]}
+    scenario = scenario_from_dict(data, source="bad.toml")  # a string: a rule or an NPC name of some world
+    with pytest.raises(ScenarioError, match=r"^bad\.toml: steps\[1\]\.target: victim 'stranger': expected a "
+                                            r"victim rule") as info:
+        plan_scenario(scenario, small_world(), 2, np.random.default_rng(0))
+    assert "\n" not in str(info.value)
+    data["steps"][1] = {"tick": 5, "op": "move", "actor": "player", "place": "smithy"}
+    with pytest.raises(ScenarioError, match=r"steps\[1\]\.place: world 'small' has no location of kind 'smithy'"):
+        plan_scenario(scenario_from_dict(data, source="bad.toml"), small_world(), 2, np.random.default_rng(0))
+
+
+def test_errands_pick_targets_among_the_living_and_describe_them() -> None:
+    world = small_world()
+    scenario = scenario_from_dict({
+        "scenario": {"id": "x", "ticks": 40},
+        "steps": [{"tick": 2, "op": "kill", "actor": "player", "victim": "parent"},  # A
+                  {"tick": 10, "op": "talk", "actor": "player", "target": "beloved"},  # A is dead by then: B
+                  {"tick": 10, "op": "gift", "actor": "player", "target": "G"}]})
+    plan = plan_scenario(scenario, world, 2, np.random.default_rng(0))
+    assert plan.targets is not None
+    assert [world.npcs[t].name for t in plan.targets[0]] == ["B", "G"]
+    assert "talks to beloved (B)" in plan.describe() and "gives a gift to G (G)" in plan.describe()
+
+
+def test_the_player_walks_up_talks_gives_and_strikes_in_order() -> None:
+    world = small_world()
+    scenario = scenario_from_dict({
+        "scenario": {"id": "x", "ticks": 60},
+        "steps": [{"tick": 1, "op": "move", "actor": "player", "place": "home"},
+                  {"tick": 12, "op": "talk", "actor": "player", "target": "loner"},  # G
+                  {"tick": 12, "op": "gift", "actor": "player", "target": "rival"},  # D
+                  {"tick": 12, "op": "attack", "actor": "player", "target": "fighter"}]})  # B
+    trace = run_scenario(get_baseline("scripted"), scenario, world, villages=2, seed=4)
+    player = len(world.npcs)
+    home = np.array([5.0, 5.0])
+    assert (np.linalg.norm(trace.pos[11, :, player] - home, axis=-1) < 1.5).all()  # walked there (within reach)
+    ev = trace.events
+    for b in range(2):
+        mine = (ev["village"] == b) & (ev["actor"] == player)
+        acts = [(int(t), int(ty), int(tg)) for t, ty, tg in zip(ev["tick"][mine], ev["type"][mine], ev["target"][mine],
+                                                               strict=True)]
+        kinds = [(ty, tg) for _, ty, tg in acts]
+        assert kinds[:3] == [(EventType.TALK, 6), (EventType.GIFT, 3), (EventType.ATTACK, 1)]
+        assert all(t >= 12 for t, _, _ in acts)
+        ticks = [t for t, _, _ in acts[:3]]
+        assert ticks == sorted(ticks)
+    assert trace.return_tick == 12
+
+
+def test_return_next_day_runs_and_is_measured() -> None:
+    world = generate_world(12, 10_000)
+    trace = run_scenario(get_baseline("scripted"), load_scenario("return-next-day"), world, villages=2, seed=1)
+    assert trace.ticks == 210 and trace.return_tick == 174
+    counts = trace_stats(trace).result()["counts"]
+    assert counts.get("remember_villages", 0) + counts.get("remember_player_dead", 0) == 2
