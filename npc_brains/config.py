@@ -58,6 +58,7 @@ class TrainConfig:
     steps: int = 200_000  # NPC-steps (rows of the flat vector env), rounded up to whole updates
     envs: int = 0  # villages stepped in parallel; 0 = auto (each finishes ~4 episodes, at most 64)
     seed: int = 0
+    init_from: str | None = None  # start the actor from this policy (default, mappo or a file): fine-tuning
     device: str = "auto"
     run_dir: str = "runs/default"
     checkpoint_every: int = 10  # updates

@@ -181,6 +181,8 @@ class Trainer(RunLoop):
         # that a pass's activations (the slot head's are rows x slots x 64) stay in cache; on a GPU one pass
         self._rows_per_pass = ROWS_PER_CPU_PASS if self.device.type == "cpu" else 65536
         env_seed = cfg.seed
+        if cfg.init_from and resume_ckpt is None:  # a resumed run already holds the fine-tuned weights
+            self._init_actor(cfg.init_from)
         if resume_ckpt is not None:
             self._load_state(resume_ckpt)
             env_seed = cfg.seed + 1_000_003 * self.update  # fresh episodes, deterministic per resume point
@@ -225,6 +227,33 @@ class Trainer(RunLoop):
         except (KeyError, RuntimeError, ValueError, TypeError) as exc:
             msg = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
             raise CheckpointError(f"checkpoint does not fit this configuration ({msg})") from None
+
+    def _init_actor(self, source: str) -> None:
+        """Start from a trained policy's actor and value normaliser (fine-tuning); the critic and the optimiser
+        start afresh, and the EMA teacher starts as the loaded actor."""
+        from npc_brains.resolve import BUNDLED, bundled_policy
+
+        path = bundled_policy(source) if source in BUNDLED else Path(source)
+        try:
+            ckpt = load_checkpoint(path, map_location=self.device)
+        except CheckpointError as exc:
+            raise CheckpointError(f"init-from: {exc}") from None
+        net = ckpt.get("net") or {}
+        for key in ("obs_dim", "n_actions"):
+            theirs, ours = net.get(key), getattr(self.spec, key)
+            if theirs != ours:
+                raise CheckpointError(f"init-from: {source} has {key} {theirs}, this run's village has {ours} "
+                                      f"(same slots and engine version needed)")
+        actor = {k[len("actor."):]: v for k, v in ckpt["model"].items() if k.startswith("actor.")}
+        try:
+            self.brain.actor.load_state_dict(actor)
+            if self.brain.value_norm is not None and any(k.startswith("value_norm.") for k in ckpt["model"]):
+                self.brain.value_norm.load_state_dict(
+                    {k[len("value_norm."):]: v for k, v in ckpt["model"].items() if k.startswith("value_norm.")})
+        except RuntimeError as exc:
+            msg = str(exc).splitlines()[0][:160]
+            raise CheckpointError(f"init-from: {source}'s network does not fit this run's ({msg})") from None
+        self.brain.teacher.load_state_dict(self.brain.actor.state_dict())
 
     def policy_payload(self) -> dict[str, Any]:
         model = {k: v for k, v in self.brain.state_dict().items() if k.startswith(("actor.", "value_norm."))}

@@ -33,6 +33,10 @@ HELP = {
     "envs": "villages stepped in parallel (0 = auto: enough for ~4 episodes each, at most 64)",
     "device": "auto | cpu | cuda | cuda:N",
     "seed": "random seed",
+    "init_from": "start from a trained policy's actor instead of random weights: default, mappo or a policy file "
+                 "with the same observation and action layout, to fine-tune it on your worlds; the critic learns "
+                 "afresh, and the policy's engine tuning is not carried over (pass its --tuning flags, "
+                 "docs/training.md)",
     "run_dir": "where metrics.jsonl, checkpoints/ and policy.pt go",
     "checkpoint_every": "write checkpoints/last.pt every this many updates",
     "rollout": "ticks collected per update",
@@ -185,7 +189,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "without a terminal it falls back to the plain progress bar)")
     main = parser.add_argument_group("run")
     tuning = parser.add_argument_group("hyperparameters and Dr. MAS components (see docs/training.md)")
-    main_names = ("world", "env", "algo", "steps", "envs", "device", "seed", "run_dir", "checkpoint_every")
+    main_names = ("world", "env", "algo", "steps", "envs", "device", "seed", "init_from", "run_dir",
+                  "checkpoint_every")
     for f in fields(TrainConfig):
         group = main if f.name in main_names else tuning
         flag = "--" + f.name.replace("_", "-")

@@ -314,3 +314,31 @@ def test_ctrl_c_saves_and_exits_cleanly(tmp_path):
     assert ckpt["progress"]["update"] >= 3
     assert (tmp_path / "policy.pt").is_file()
     json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+
+
+def test_init_from_starts_the_actor_from_a_trained_policy(tmp_path, village):
+    """--init-from: the new run's actor starts as the given policy's (with a vanishing learning rate it stays
+    there), while a fresh run starts elsewhere; a policy for another layout or a missing file is one line."""
+    import torch
+
+    base = ("--env", TINY, "--steps", "64", "--envs", "2", "--rollout", "8", "--no-progress")
+    assert village(*base, "--seed", "3", "--run-dir", str(tmp_path / "a")).returncode == 0
+    source = tmp_path / "a" / "policy.pt"
+    tuned = village(*base, "--init-from", str(source), "--lr", "1e-12", "--run-dir", str(tmp_path / "b"))
+    assert tuned.returncode == 0, tuned.stderr
+    fresh = village(*base, "--lr", "1e-12", "--run-dir", str(tmp_path / "c"))
+    assert fresh.returncode == 0, fresh.stderr
+
+    def actor(run: str) -> dict[str, torch.Tensor]:
+        model = load_checkpoint(tmp_path / run / "policy.pt")["model"]
+        return {k: v for k, v in model.items() if k.startswith("actor.")}
+
+    a, b, c = actor("a"), actor("b"), actor("c")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
+    assert max(float((a[k] - c[k]).abs().max()) for k in a) > 1e-3
+    missing = village(*base, "--init-from", str(tmp_path / "nope.pt"), "--run-dir", str(tmp_path / "d"))
+    assert missing.returncode == 2 and "init-from: no checkpoint file" in missing.stderr
+    other = village("--world", "village-v1", "--steps", "64", "--envs", "1", "--rollout", "8", "--no-progress",
+                    "--init-from", str(source), "--run-dir", str(tmp_path / "e"))
+    assert other.returncode == 2 and "init-from:" in other.stderr and "obs_dim" in other.stderr
+    assert "Traceback" not in missing.stderr + other.stderr
