@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "policy file written by `village train` (default: default)")
     parser.add_argument("--scenarios", default="all",
                         help="comma-separated scenario ids or scenario files, or 'all' for the bundled suite "
-                             "(default: all)")
+                             "(default: all); a shipped scenario outside the suite (suite = false, such as "
+                             "return-next-day) runs only when named")
     parser.add_argument("--worlds", default=None,
                         help="comma-separated world ids, world files or generated:N:SEED (default: village-v1 "
                              "and two held-out generated 12-NPC worlds, seeds 10000 and 10001)")
