@@ -44,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: all four; unavailable ones are skipped with a note)")
     parser.add_argument("--max-ticks", default=None,
                         help="cap every scenario's episode length (ticks), for quick runs (default: no cap)")
+    parser.add_argument("--tuning", action="append", default=None, metavar="FIELD=VALUE",
+                        help="run every policy with this engine Tuning field changed, on top of the world each "
+                             "policy learned (docs/engine.md), e.g. --tuning rumour_error=0.2 for hearsay that can "
+                             "name the wrong culprit; repeatable (default: each policy's own tuning)")
     parser.add_argument("--deterministic", action="store_true",
                         help="take each policy's most likely action instead of sampling")
     parser.add_argument("--json", action="store_true",
@@ -116,6 +120,25 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
     return out
 
 
+def _override_tuning(policies: list[tuple[str, Any]], flags: list[str]) -> None:
+    """Apply `--tuning FIELD=VALUE` flags on top of each policy's own engine tuning."""
+    import dataclasses
+
+    from engine.constants import Tuning
+    from npc_brains import policy_tuning
+    from npc_brains.tuning import TuningError, engine_tuning
+    from village.cmd_train import _tuning_flags
+
+    overrides = _tuning_flags(flags)
+    try:
+        checked = engine_tuning(overrides)
+    except TuningError as exc:
+        raise UserError(f"--{exc}") from None
+    changed = {str(k).replace("-", "_"): getattr(checked, str(k).replace("-", "_")) for k in overrides}
+    for _, policy in policies:
+        policy.tuning = dataclasses.replace(policy_tuning(policy) or Tuning(), **changed)
+
+
 def run(args: argparse.Namespace) -> int:
     from engine.scenarios import ScenarioError, bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
@@ -153,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
     notes: list[str] = []
     main_name, main = _load_main_policy(args.policy, seed)
     policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes)]
+    if args.tuning:
+        _override_tuning(policies, args.tuning)
 
     from npc_brains.evaluate import (
         EvalSpec,

@@ -127,6 +127,9 @@ def _actor_state(net: dict) -> dict:
     (["--worlds", "no-such-world"], "no-such-world"),
     (["--policy", "missing.pt"], "--policy: expected default, mappo, scripted, random or a policy file"),
     (["--sweep", "--worlds", "village-v1"], "--sweep: it sets the worlds itself"),
+    (["--tuning", "nope=1"], "--tuning: unknown engine field 'nope'"),
+    (["--tuning", "rumour_error=abc"], "--tuning rumour_error: expected a number or true/false"),
+    (["--tuning", "rumour_error"], "--tuning: expected FIELD=VALUE"),
 ])
 def test_bad_flags_are_one_line_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     base = ["eval", "--policy", "scripted", "--seeds", "1", "--quiet"]
@@ -183,3 +186,30 @@ def test_rule_and_random_baselines_run_in_the_checked_policys_world() -> None:
     assert policy_tuning(out["scripted"]).mourn_ticks == 4 and policy_tuning(out["random"]).mourn_ticks == 4
     plain = dict(_comparisons(["scripted"], "other", object(), 0, []))
     assert policy_tuning(plain["scripted"]) is None
+
+
+def test_tuning_flags_change_the_world_of_every_policy_on_top_of_its_own() -> None:
+    from npc_brains import policy_tuning
+    from village.cmd_eval import _comparisons, _override_tuning
+
+    class Trained:
+        name = "trained"
+        config = {"tuning": {"mourn_ticks": 4}}
+
+    main_policy = Trained()
+    policies = [("trained", main_policy), *_comparisons(["scripted"], "trained", main_policy, 0, [])]
+    _override_tuning(policies, ["rumour_error=0.2", "hunt_nearest=true"])
+    for _, policy in policies:
+        tuning = policy_tuning(policy)
+        assert tuning.rumour_error == 0.2 and tuning.hunt_nearest and tuning.mourn_ticks == 4
+
+
+def test_wrong_rumours_lower_hearsay_accuracy(capsys: pytest.CaptureFixture[str]) -> None:
+    """With --tuning rumour_error=1 every culprit passed on by word of mouth is someone else."""
+    argv = ["eval", "--policy", "scripted", "--scenarios", "kill-parent", "--worlds", "generated:12:10000",
+            "--seeds", "4", "--compare", "none", "--quiet", "--json"]
+    assert call(argv) == 0
+    plain = last_json(capsys.readouterr().out)["scripted"]["hearsay_accuracy"]
+    assert call([*argv, "--tuning", "rumour_error=1.0"]) == 0
+    wrong = last_json(capsys.readouterr().out)["scripted"]["hearsay_accuracy"]
+    assert plain == 1.0 and wrong is not None and wrong < 0.5
