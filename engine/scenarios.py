@@ -441,8 +441,6 @@ class Errands:
         self.ordered = np.zeros((plan.villages, len(errands)), bool)
         self.targets = (plan.targets.copy() if plan.targets is not None
                         else np.full((plan.villages, 0), -1, np.int64))
-        self.done = np.zeros((plan.villages, len(errands)), bool)
-        self.lapsed = np.zeros((plan.villages, len(errands)), bool)
 
     def _living_target(self, b: int, j: int, alive: np.ndarray) -> bool:
         """Keep the errand's target, or re-pick it by its rule among the living; False if nobody fits."""
@@ -468,8 +466,7 @@ class Errands:
                 while queue and errands[queue[0]].tick <= tick:
                     j = queue[0]
                     step = errands[j]
-                    if not s.alive[b, actor]:
-                        self.lapsed[b, queue] = True
+                    if not s.alive[b, actor]:  # a dead actor runs no more errands
                         queue.clear()
                         break
                     if self.started[b, j] < 0:
@@ -505,8 +502,6 @@ class Errands:
                     if order is not None:
                         out.append((b, actor, *order))
                     if finished or lapsed:
-                        self.done[b, j] |= finished
-                        self.lapsed[b, j] |= lapsed
                         queue.pop(0)
                         if order is None:
                             continue  # nothing ordered this tick: the next errand may start now

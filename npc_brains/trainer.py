@@ -244,12 +244,14 @@ class Trainer(RunLoop):
             if theirs != ours:
                 raise CheckpointError(f"init-from: {source} has {key} {theirs}, this run's village has {ours} "
                                       f"(same slots and engine version needed)")
-        actor = {k[len("actor."):]: v for k, v in ckpt["model"].items() if k.startswith("actor.")}
+        def part(prefix: str) -> dict[str, torch.Tensor]:
+            return {k[len(prefix):]: v for k, v in ckpt["model"].items() if k.startswith(prefix)}
+
         try:
-            self.brain.actor.load_state_dict(actor)
-            if self.brain.value_norm is not None and any(k.startswith("value_norm.") for k in ckpt["model"]):
-                self.brain.value_norm.load_state_dict(
-                    {k[len("value_norm."):]: v for k, v in ckpt["model"].items() if k.startswith("value_norm.")})
+            self.brain.actor.load_state_dict(part("actor."))
+            norm = part("value_norm.")
+            if self.brain.value_norm is not None and norm:
+                self.brain.value_norm.load_state_dict(norm)
         except RuntimeError as exc:
             msg = str(exc).splitlines()[0][:160]
             raise CheckpointError(f"init-from: {source}'s network does not fit this run's ({msg})") from None

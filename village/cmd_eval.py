@@ -130,11 +130,12 @@ def _override_tuning(policies: list[tuple[str, Any]], flags: list[str]) -> None:
     from village.cmd_train import _tuning_flags
 
     overrides = _tuning_flags(flags)
+    names = [str(k).replace("-", "_") for k in overrides]
     try:
         checked = engine_tuning(overrides)
     except TuningError as exc:
         raise UserError(f"--{exc}") from None
-    changed = {str(k).replace("-", "_"): getattr(checked, str(k).replace("-", "_")) for k in overrides}
+    changed = {name: getattr(checked, name) for name in names}  # the values as engine_tuning checked them
     for _, policy in policies:
         policy.tuning = dataclasses.replace(policy_tuning(policy) or Tuning(), **changed)
 
