@@ -343,6 +343,7 @@ class Stats:
             "revenge_accuracy": self.mean("revenge_accuracy"),
             "fear_rate": self.ratio("fear_hit", "fear_eligible"),
             "fear_kept_rate": self.ratio("fear_kept_hit", "fear_kept_eligible"),
+            "fear_fled_rate": self.ratio("fear_fled_hit", "fear_kept_eligible"),
             "fear_by_culprit_death": self.ratio("fear_hit_culprit_dead", "fear_hit"),
             "consistency": None if total == 0 else passed / total,
             "news_reach": self.mean("news_reach"),
@@ -495,11 +496,12 @@ def _distance_to(trace: Trace, b: int, i: int, k: int) -> np.ndarray:
 
 
 def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: float, p: MetricParams,
-                   hold: int | None = None) -> int:
+                   hold: int | None = None, *, threat_alive: bool = False) -> int:
     """First state t1 in (t_event, t_event + fear_window] from which NPC i stays at least `safe` from k for
     `hold` states (default `fear_hold`), having got there by its own movement (else -1). Own movement: at t1,
     i is farther from k than its position at the event would be, by at least `fear_own_share` of the distance
-    it had to gain; a witness who stood still while the killer walked off has not fled."""
+    it had to gain; a witness who stood still while the killer walked off has not fled. A dead k counts as
+    safe, unless `threat_alive`: then t1 must find k alive (the witness got away while the threat lived)."""
     hold = p.fear_hold if hold is None else hold
     dist = _distance_to(trace, b, i, k)
     need = safe - dist[t_event]
@@ -507,6 +509,8 @@ def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: flo
         if t1 + hold - 1 > trace.ticks or not (dist[t1:t1 + hold] >= safe).all():
             continue
         if not trace.alive[t1, b, k]:
+            if threat_alive:
+                continue
             return t1  # the threat is dead
         stayed = float(np.linalg.norm(trace.pos[t_event, b, i] - trace.pos[t1, b, k]))
         if dist[t1] - stayed >= p.fear_own_share * need:
@@ -553,6 +557,9 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
                 continue
             st.n["fear_kept_eligible"] += 1  # fled and kept away: the same flight, held for fear_keep ticks
             st.n["fear_kept_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep) >= 0)
+            # fled from a living killer and kept away: a crowd's revenge does not make the witness's safety
+            st.n["fear_fled_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
+                                                        threat_alive=True) >= 0)
 
 
 def _positive_graph(trace: Trace, b: int) -> Any:

@@ -280,6 +280,24 @@ def test_fear_kept_needs_the_distance_held_for_four_hours() -> None:
     assert r["fear_rate"] == pytest.approx(1.0) and r["fear_kept_rate"] is None
 
 
+def test_fear_fled_needs_a_flight_from_a_living_killer() -> None:
+    """fear_fled_rate: fear_kept_rate's flight and four hours away, reached while the killer lived; a witness
+    who is safe because the crowd killed the killer counts for fear_kept_rate, not for it, and one who fled
+    before the killer died counts for both."""
+    b = Builder()
+    b.traits[0, 1:, 0] = 0.2
+    b.learns(1, DEATH_STEP)
+    b.pos[DEATH_STEP + 2:, 0, 1] = (2.0, 12.0)  # NPC 1 flees north at once
+    b.learns(2, DEATH_STEP)  # NPC 2 stays by the body
+    b.alive[DEATH_STEP + 5:, 0, PLAYER] = False  # the crowd kills the killer three ticks after NPC 1 got away
+    r = result(b)
+    assert r["counts"]["fear_kept_eligible"] == 2
+    assert r["fear_kept_rate"] == pytest.approx(1.0)  # both: NPC 2 by the killer's death
+    assert r["fear_fled_rate"] == pytest.approx(0.5)  # NPC 1 only
+    b.pos[DEATH_STEP + 2:, 0, 1] = b.pos[DEATH_STEP + 1, 0, 1]  # NPC 1 stays too: nobody fled
+    assert result(b)["fear_fled_rate"] == pytest.approx(0.0)
+
+
 def test_no_witnesses_leaves_fear_undefined() -> None:
     b = Builder()
     b.traits[0, :, 0] = 0.1
