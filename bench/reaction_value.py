@@ -6,6 +6,11 @@ villages). The difference is roughly the advantage PPO sees when it samples the 
 policy cannot learn the reaction from that state, whatever the exploration.
 
     python bench/reaction_value.py --policy runs/x/policy.pt --json
+    python bench/reaction_value.py --policy default --situations flee --tuning hunt_nearest=true
+
+`--tuning FIELD=VALUE` (repeatable) changes the world on top of the one the policy learned in, to screen a lever
+before training with it: a reaction whose forced value turns positive in the changed world is one PPO can find
+there (the continuation is still the given policy's, so the figure is a first look, not the trained outcome).
 
 Situations:
 - revenge: an aggressive (>= 0.6) NPC that knows the player killed someone it cares about (anger at the player
@@ -117,11 +122,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--situations", default="revenge,flee,mourn,work",
                         help="comma-separated: revenge, flee, mourn, work (default: %(default)s)")
+    parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
+                        help="engine field changed on top of the policy's own world (repeatable)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     args = parser.parse_args(argv)
+    import dataclasses
+
+    from engine.constants import Tuning
     from npc_brains import load_policy
+    from npc_brains.tuning import TuningError, engine_tuning
+    from village.cli import UserError
+    from village.cmd_train import _tuning_flags
 
     policy = load_policy(args.policy)
+    if args.tuning:
+        try:
+            overrides = _tuning_flags(args.tuning)
+            checked = engine_tuning(overrides)
+        except TuningError as exc:
+            parser.error(f"--{exc}")
+        except UserError as exc:
+            parser.error(str(exc))
+        changed = {n: getattr(checked, n) for n in (str(k).replace("-", "_") for k in overrides)}
+        policy.tuning = dataclasses.replace(policy_tuning(policy) or Tuning(), **changed)
     out: dict = {}
     for situation in args.situations.split(","):
         rows = []
