@@ -33,7 +33,7 @@ SLOT_FEATURES: tuple[str, ...] = (
     "is_npc", "is_player", "is_raider", "affinity", "kin", "spouse", "friend", "rival",
     # dynamic
     "believed_alive", "dx", "dy", "dist", "in_reach", "known_dead", "known_threat", "anger", "fear",
-    "their_grief", "their_health", "blamed_for_death", "since_learned",
+    "their_grief", "their_health", "blamed_for_death", "since_learned", "news_for_them",
 )
 _SELF_COL = {name: k for k, name in enumerate(SELF_FEATURES)}
 _SLOT_COL = {name: k for k, name in enumerate(SLOT_FEATURES)}
@@ -130,7 +130,7 @@ class Observer:
         ).astype(np.float32)
         observe_kernel(
             s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, HEALTH_EPS), s.grief, w.sight_radius,
-            s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
+            s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit, s.last_spoke,
             self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
             s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.work_at_night,
             t.reach * t.strike_reach_factor,
