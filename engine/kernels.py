@@ -69,7 +69,6 @@ def observe(
     fear: np.ndarray,  # (B, N, E) float32
     learned_tick: np.ndarray,  # (B, N, E) int
     known_culprit: np.ndarray,  # (B, N, E) int
-    last_spoke: np.ndarray,  # (B, N, N) int: tick of i's latest conversation with j, -1 never
     static_score: np.ndarray,  # (B, N, E) float32: liking, kinship, tie-break
     close: np.ndarray,  # (B, N, E) bool: kin or affinity >= close_affinity
     static_feats: np.ndarray,  # (B, N, E, 8) float32
@@ -129,7 +128,6 @@ def observe(
             for e in range(E):
                 blamed[e] = False
             any_threat = False
-            latest_news = -1  # when i last learned of a villager's death
             amax = np.float32(0.0)
             fmax = np.float32(0.0)
             for v in range(E):
@@ -138,8 +136,6 @@ def observe(
                     blamed[c] = True
                 if knows_threat[b, i, v] and alive[b, v]:
                     any_threat = True
-                if v < N and knows_death[b, i, v] and learned_tick[b, i, v] > latest_news:
-                    latest_news = learned_tick[b, i, v]
                 if anger[b, i, v] > amax:
                     amax = anger[b, i, v]
                 if fear[b, i, v] > fmax:
@@ -219,8 +215,13 @@ def observe(
                 on_map = alive[b, e] and present[b, e]
                 is_npc = e < N
                 living_npc = free and is_npc and on_map and not known_dead
-                # i learned of a death after it last spoke with e: news i has not told e (i's own memory)
-                news = is_npc and on_map and not known_dead and latest_news > last_spoke[b, i, e]
+                # e has not heard of a villager's death that i knows of (read as a face that shows no news)
+                news = False
+                if is_npc and on_map and not known_dead:
+                    for v in range(N):
+                        if knows_death[b, i, v] and not knows_death[b, e, v]:
+                            news = True
+                            break
                 row[base + F_NEWS] = 1.0 if news else 0.0
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc

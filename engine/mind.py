@@ -186,8 +186,6 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
         warned[b2[warn], i2[warn], t2[warn]] = True
         talk = ~warn
         directed[b2[talk], t2[talk], i2[talk]] = True
-        s.last_spoke[b2, i2, t2] = s.tick[b2]  # both remember the conversation (engine/observe.py news_for_them)
-        s.last_spoke[b2, t2, i2] = s.tick[b2]
     chance = v.rng.random((B, N, N), dtype=np.float32)
     gossip_p = w.gossip_probability[:, None] * Personality.of(w.traits).sociability
     rows = v.news_rows

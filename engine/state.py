@@ -147,8 +147,6 @@ class VillageState:
     learned_tick: np.ndarray  # (B, N, E) int: when i learned e died, -1
     learned_from: np.ndarray  # (B, N, E) int: NPC who told i, -1 saw it / found the body, -2 not known
     knows_threat: np.ndarray  # (B, N, E) bool: i knows e is dangerous
-    last_spoke: np.ndarray  # (B, N, N) int: tick of i's latest conversation with j (talk, comfort or warning,
-    # either way), -1 never: what i remembers telling j
     # non-NPC actors
     actor_mode: np.ndarray  # (B, M) int ActorMode
     actor_target: np.ndarray  # (B, M) int entity

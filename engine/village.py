@@ -190,7 +190,6 @@ class Village:
             learned_tick=np.full((B, N, E), -1, np.int32),
             learned_from=np.full((B, N, E), -2, np.int32),
             knows_threat=np.zeros((B, N, E), bool),
-            last_spoke=np.full((B, N, N), -1, np.int32),
             actor_mode=np.where(present[:, N:], ActorMode.IDLE, ActorMode.OFF_MAP).astype(np.int64),
             actor_target=np.full((B, M), -1, np.int64),
             actor_dest=w.start_pos[:, N:].copy(),
