@@ -367,7 +367,8 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
     gains = (t.w_alive + t.w_work * p.diligence * ctx.working + t.w_leisure * (1 - p.diligence) * loafing
              + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy)
     if ctx.informed is not None:  # telling others what happened (w_inform > 0)
-        gains = gains + t.w_inform * ctx.informed
+        informed = ctx.informed * np.maximum(0.0, 1.0 - s.grief) if t.inform_grief_damping else ctx.informed
+        gains = gains + t.w_inform * informed
     out = (gains - needs - emotions - health) * t.reward_scale
     out = np.where(s.alive[:, :N], out, 0.0)
     out = out - v.died * t.death_penalty * t.reward_scale
