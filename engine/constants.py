@@ -253,7 +253,6 @@ class Tuning:
     w_relief: float = 0.0  # reward per unit of that cost relieved (coping, justice, fading); 0 = off
     w_dread: float = 0.0  # per tick of knowing of a murder but not who did it, times (1.5 - bravery); 0 = off
     w_inform: float = 0.0  # to the teller, per villager it tells of a death that one did not know; 0 = off
-    inform_close_only: bool = False  # True: w_inform counts only hearers close to the dead (kin or liked)
     inform_grief_damping: bool = False  # True: w_inform x (1 - grief), floored at 0: the bereaved take no
     # pleasure in spreading the news, so telling falls to those the death did not wound
     anger_sum_cap: float = 2.0

@@ -23,7 +23,6 @@ from engine.constants import (
     EventType,
     Personality,
     Reaction,
-    close_relations,
 )
 from engine.events import HOW_TOLD, HOW_WARNED
 from engine.kernels import perceive as perceive_kernel
@@ -200,20 +199,17 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
         culprit = garble_culprits(v, bb, jj, ee, culprit, t.rumour_error)
     how = np.where(warned[bb, teller, jj], HOW_WARNED, HOW_TOLD)
     if t.w_inform > 0:
-        count_informed(v, ctx, bb, jj, ee, teller, death_known.astype(bool))
+        count_informed(v, ctx, bb, ee, teller, death_known.astype(bool))
     note_news(v, ctx, bb, jj, ee, culprit, teller, how, death_known=death_known.astype(bool))
 
 
-def count_informed(v: Village, ctx: TickContext, bb: np.ndarray, jj: np.ndarray, ee: np.ndarray,
-                   teller: np.ndarray, death_known: np.ndarray) -> None:
+def count_informed(v: Village, ctx: TickContext, bb: np.ndarray, ee: np.ndarray, teller: np.ndarray,
+                   death_known: np.ndarray) -> None:
     """Credit each teller with the villagers it told of a death they did not know (a culprit added to a
     death already known is not news of a death)."""
     if ctx.informed is None:
         ctx.informed = np.zeros((v.B, v.N), np.float32)
     news = ~death_known & (ee < v.N)
-    if v.t.inform_close_only:  # news that matters to the hearer: the death of kin or of one it likes
-        victim = np.minimum(ee, v.N - 1)
-        news &= close_relations(v.state.affinity[bb, jj, victim], v.w.kin[bb, jj, victim])
     np.add.at(ctx.informed, (bb[news], teller[news]), 1.0)
 
 

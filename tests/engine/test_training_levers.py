@@ -311,6 +311,36 @@ def test_informing_rewards_the_teller_per_villager_told_of_a_death(village):
     assert Tuning().w_inform == 0.0
 
 
+def test_a_bereaved_teller_earns_no_telling_reward_under_grief_damping(village):
+    """inform_grief_damping: the telling reward is scaled by (1 - grief), floored at 0, so a teller whose grief
+    is at least 1 earns nothing for the news it spreads, and one without grief earns it in full."""
+    def telling_gain(grief: float, damping: bool) -> tuple[float, int]:
+        s = VillageSim(village, 1, seed=3, scenario="none", tuning=Tuning(w_inform=2.0, inform_grief_damping=damping))
+        s.state.alive[0, 0] = False
+        s.state.death_tick[0, 0] = 0
+        s.state.pos[0, 0] = s.state.death_pos[0, 0] = 0.0
+        s.state.knows_death[0, 1, 0] = True
+        s.state.learned_tick[0, 1, 0] = 0
+        s.state.learned_from[0, 1, 0] = -1
+        s.state.grief[0, 1] = grief
+        s.obs, s.mask = s.observer.observe()
+        slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
+        total = 0.0
+        for tick in range(20):
+            act = idle(s)
+            if tick == 0:
+                act[0, 1] = flat_action(Action.TALK, slot, s.K)
+            s.step(act)
+            total += float(s.last_reward[0, 1])
+        return total, int((s.state.learned_from[0, :, 0] == 1).sum())
+
+    grieving, told = telling_gain(2.0, True)
+    assert told >= 1
+    assert grieving == pytest.approx(telling_gain(2.0, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
+    assert telling_gain(0.0, True)[0] == pytest.approx(telling_gain(0.0, False)[0], rel=1e-6)
+    assert Tuning().inform_grief_damping is False
+
+
 def test_a_player_who_fights_back_turns_on_the_villager_who_struck_it(village):
     """fights_back: a villager's blow on the player makes the player go for that villager and land blows of that
     damage; off (0) by default, where the player takes the blow and strolls on."""
