@@ -90,11 +90,27 @@ def village_slots(policy: Any, source: str) -> int:
 
     k, rest = divmod(int(policy.obs_dim) - len(SELF_FEATURES), len(SLOT_FEATURES))
     env_id = getattr(policy, "env_id", "?")
-    if (rest or k < 1 or list(policy.observation_layout) != observation_layout(k)
+    theirs = list(policy.observation_layout)
+    if str(env_id).startswith("village") and theirs and (rest or k < 1 or theirs != observation_layout(k)):
+        raise PolicyError(f"{source} was trained on another version of the village's observation "
+                          f"({_layout_change(theirs)}): retrain it with `village train` (docs/training.md)")
+    if (rest or k < 1 or theirs != observation_layout(k)
             or list(policy.action_names) != flat_action_names(k)):
         raise PolicyError(f"{source} was trained on {env_id}, not on a village: its observations and actions do "
                           f"not fit this engine's (train one on a village world with `village train`)")
     return k
+
+
+def _layout_change(theirs: list[str]) -> str:
+    """What a village policy's observation layout lacks or has beyond this engine's, by feature name."""
+    from engine.observe import SELF_FEATURES, SLOT_FEATURES
+
+    names = {name.split(".", 1)[-1] for name in theirs}
+    ours = set(SELF_FEATURES) | set(SLOT_FEATURES)
+    missing, unknown = sorted(ours - names), sorted(names - ours)
+    parts = ([f"it lacks {', '.join(missing)}"] if missing else []) + (
+        [f"it has {', '.join(unknown)}, which this engine does not"] if unknown else [])
+    return "; ".join(parts) or f"{len(theirs)} columns in another order"
 
 
 def policy_slots(policy: Any) -> int | None:
