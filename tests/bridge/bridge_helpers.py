@@ -15,11 +15,13 @@ import zmq
 
 from bridge import protocol as P
 from bridge.server import BridgeServer, ServerConfig
+from engine.observe import SELF_FEATURES, SLOT_FEATURES
 from npc_brains.baselines import ScriptedPolicy
 from npc_brains.policy_api import PolicyOutput
 
 ROOT = Path(__file__).resolve().parents[2]
 WORLD = ROOT / "worlds" / "data" / "village-v1.toml"
+OBS_DIM = len(SELF_FEATURES) + 4 * len(SLOT_FEATURES)  # the observation width of a village with 4 slots
 
 
 class FirstValidPolicy:

@@ -14,12 +14,12 @@ from typing import Any
 import msgpack
 import numpy as np
 import pytest
-from bridge_helpers import FirstValidPolicy
+from bridge_helpers import OBS_DIM, FirstValidPolicy
 
 from bridge import protocol as P
 from bridge.service import BridgeService, ServerConfig
 
-OBS_DIM, N_ACTIONS = 128, 29
+N_ACTIONS = 29
 
 
 class Recorder:

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from bridge_helpers import FirstValidPolicy, make_server
+from bridge_helpers import OBS_DIM, FirstValidPolicy, make_server
 
 from bridge import protocol as P
 from bridge.client import BridgeClient, BridgeError
@@ -58,14 +58,14 @@ def test_act_without_mask_allows_everything(server):
     ("fields", "code", "needle"),
     [
         ({"obs": np.zeros((2, 5), np.float32)}, "invalid_array", "obs: expected shape"),
-        ({"obs": np.zeros((2, 128), np.float64)}, "invalid_array", "obs.dtype"),
-        ({"obs": np.full((1, 128), np.nan, np.float32)}, "invalid_array", "NaN"),
-        ({"obs": np.zeros((1, 128), np.float32), "mask": np.zeros((1, 29), bool)}, "invalid_array",
+        ({"obs": np.zeros((2, OBS_DIM), np.float64)}, "invalid_array", "obs.dtype"),
+        ({"obs": np.full((1, OBS_DIM), np.nan, np.float32)}, "invalid_array", "NaN"),
+        ({"obs": np.zeros((1, OBS_DIM), np.float32), "mask": np.zeros((1, 29), bool)}, "invalid_array",
          "row 0 allows no action"),
-        ({"obs": np.zeros((2, 128), np.float32), "mask": np.ones((3, 29), bool)}, "invalid_array", "mask"),
-        ({"obs": np.zeros((4097, 128), np.float32)}, "limit_exceeded", "obs"),
-        ({"obs": np.zeros((1, 128), np.float32), "deterministic": "yes"}, "bad_request", "deterministic"),
-        ({"obs": np.zeros((1, 128), np.float32), "bogus": 1}, "bad_request", "bogus: unknown field"),
+        ({"obs": np.zeros((2, OBS_DIM), np.float32), "mask": np.ones((3, 29), bool)}, "invalid_array", "mask"),
+        ({"obs": np.zeros((4097, OBS_DIM), np.float32)}, "limit_exceeded", "obs"),
+        ({"obs": np.zeros((1, OBS_DIM), np.float32), "deterministic": "yes"}, "bad_request", "deterministic"),
+        ({"obs": np.zeros((1, OBS_DIM), np.float32), "bogus": 1}, "bad_request", "bogus: unknown field"),
         ({}, "bad_request", "obs: missing"),
     ],
 )
@@ -78,7 +78,7 @@ def test_act_rejects_bad_requests_with_codes(client, fields, code, needle):
 
 
 def test_act_rejects_array_with_wrong_data_length(client):
-    bad = {"dtype": "float32", "shape": [1, 128], "data": b"\0" * 10}
+    bad = {"dtype": "float32", "shape": [1, OBS_DIM], "data": b"\0" * 10}
     with pytest.raises(BridgeError) as err:
         client.request("act", obs=bad)
     assert err.value.code == "invalid_array" and "bytes" in err.value.message
@@ -271,7 +271,7 @@ def test_reload_takes_the_bundled_names(client):
 
 def test_stats_counts_requests_errors_and_latency(client):
     client.ping()
-    client.act(np.zeros((2, 128), np.float32))
+    client.act(np.zeros((2, OBS_DIM), np.float32))
     with pytest.raises(BridgeError):
         client.request("nope")
     stats = client.stats()
@@ -320,7 +320,7 @@ def test_a_spinning_server_answers_like_a_sleeping_one():
     srv.run_in_thread()
     try:
         with BridgeClient(srv.endpoint, timeout=5.0, retries=1) as c:
-            obs = np.zeros((3, 128), np.float32)
+            obs = np.zeros((3, OBS_DIM), np.float32)
             for _ in range(20):  # back to back: each request lands while the loop spins
                 actions, _ = c.act(obs, deterministic=True)
                 assert actions.shape == (3,)

@@ -8,7 +8,7 @@ import msgpack
 import numpy as np
 import pytest
 import zmq
-from bridge_helpers import decode_reply, make_server, raw_roundtrip
+from bridge_helpers import OBS_DIM, decode_reply, make_server, raw_roundtrip
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -85,7 +85,7 @@ def test_deeply_nested_body_is_a_decode_error(server):
 VALID = [
     P.pack(P.request("ping", 1)),
     P.pack(P.request("hello", "h", client="fuzz")),
-    P.pack(P.request("act", 3, obs=np.zeros((2, 128), np.float32), mask=np.ones((2, 29), bool))),
+    P.pack(P.request("act", 3, obs=np.zeros((2, OBS_DIM), np.float32), mask=np.ones((2, 29), bool))),
     P.pack(P.request("session.step", 4, session="0123456789abcdef")),
     P.pack(P.request("session.event", 5, session="x", type="death", target="Alda", position=[1.0, 2.0])),
     P.pack(P.request("stats", 6)),
@@ -166,5 +166,5 @@ def test_fuzz_random_and_mutated_frames(server):
     assert server._thread is not None and server._thread.is_alive()
     with BridgeClient(server.endpoint, timeout=5.0) as c:
         assert c.hello()["protocol"] == P.PROTOCOL_VERSION
-        actions, _ = c.act(np.zeros((4, 128), np.float32))
+        actions, _ = c.act(np.zeros((4, OBS_DIM), np.float32))
         assert actions.shape == (4,)
