@@ -173,9 +173,10 @@ func _run() -> void:
 	check(reply.ok and reply.npcs.size() == 12, "session.create: %d NPCs, actors %s" % [reply.get("npcs", []).size(), str(reply.get("actors"))])
 	var sid = reply.session
 	var witnesses = ["Bren", "Cai", "Dora", "Edric", "Fenna"]
-	id = bridge.session_event(sid, "death", "Alda", "player", witnesses)
+	# the player kills Alda where he stands (village-v1 puts him at 26, 24), so the body lies by the killer
+	id = bridge.session_event(sid, "death", "Alda", "player", witnesses, [25.0, 23.0])
 	reply = yield(call_op(id), "completed")
-	check(reply.ok and reply.event == 1, "session.event death of Alda by the player, witnesses %s" % str(witnesses))
+	check(reply.ok and reply.event == 1, "session.event death of Alda by the player at (25, 23), witnesses %s" % str(witnesses))
 	var mourned = false
 	var revenged = false
 	var barks = 0
