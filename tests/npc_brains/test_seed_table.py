@@ -67,7 +67,9 @@ def test_steps_to_threshold_uses_a_trailing_mean():
 
 
 @pytest.mark.slow
-def test_seed_table_quick_smoke(tmp_path, capsys):
+def test_seed_table_quick_smoke(tmp_path, capsys, monkeypatch):
+    # the spawned workers import the script's functions by module name: they find it on the parent's sys.path
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     spec = importlib.util.spec_from_file_location("seed_table", ROOT / "bench" / "seed_table.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["seed_table"] = module
