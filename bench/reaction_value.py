@@ -126,25 +126,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="engine field changed on top of the policy's own world (repeatable)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     args = parser.parse_args(argv)
-    import dataclasses
-
-    from engine.constants import Tuning
     from npc_brains import load_policy
-    from npc_brains.tuning import TuningError, engine_tuning
     from village.cli import UserError
-    from village.cmd_train import _tuning_flags
+    from village.cmd_eval import _override_tuning
 
     policy = load_policy(args.policy)
     if args.tuning:
         try:
-            overrides = _tuning_flags(args.tuning)
-            checked = engine_tuning(overrides)
-        except TuningError as exc:
-            parser.error(f"--{exc}")
+            _override_tuning([(args.policy, policy)], args.tuning)
         except UserError as exc:
             parser.error(str(exc))
-        changed = {n: getattr(checked, n) for n in (str(k).replace("-", "_") for k in overrides)}
-        policy.tuning = dataclasses.replace(policy_tuning(policy) or Tuning(), **changed)
     out: dict = {}
     for situation in args.situations.split(","):
         rows = []

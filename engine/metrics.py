@@ -496,14 +496,15 @@ def _distance_to(trace: Trace, b: int, i: int, k: int) -> np.ndarray:
 
 
 def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: float, p: MetricParams,
-                   hold: int | None = None, *, threat_alive: bool = False) -> int:
+                   hold: int | None = None, *, threat_alive: bool = False, dist: np.ndarray | None = None) -> int:
     """First state t1 in (t_event, t_event + fear_window] from which NPC i stays at least `safe` from k for
     `hold` states (default `fear_hold`), having got there by its own movement (else -1). Own movement: at t1,
     i is farther from k than its position at the event would be, by at least `fear_own_share` of the distance
     it had to gain; a witness who stood still while the killer walked off has not fled. A dead k counts as
-    safe, unless `threat_alive`: then t1 must find k alive (the witness got away while the threat lived)."""
+    safe, unless `threat_alive`: then t1 must find k alive (the witness got away while the threat lived).
+    `dist`: i's distance from k per state (`_distance_to`), when the caller has it already."""
     hold = p.fear_hold if hold is None else hold
-    dist = _distance_to(trace, b, i, k)
+    dist = _distance_to(trace, b, i, k) if dist is None else dist
     need = safe - dist[t_event]
     for t1 in range(t_event + 1, min(t_event + p.fear_window, trace.ticks) + 1):
         if t1 + hold - 1 > trace.ticks or not (dist[t1:t1 + hold] >= safe).all():
@@ -547,7 +548,7 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             if d.step + 1 + p.fear_window + p.fear_hold - 1 > T:
                 continue
             st.n["fear_eligible"] += 1
-            t1 = reached_safety(trace, b, i, k, d.step + 1, safe, p)
+            t1 = reached_safety(trace, b, i, k, d.step + 1, safe, p, dist=dist)
             if t1 >= 0:
                 st.n["fear_hit"] += 1
                 st.samples["fear_latency"].append(float(t1 - (d.step + 1)))
@@ -556,10 +557,11 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             if d.step + 1 + p.fear_window + p.fear_keep - 1 > T:
                 continue
             st.n["fear_kept_eligible"] += 1  # fled and kept away: the same flight, held for fear_keep ticks
-            st.n["fear_kept_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep) >= 0)
+            st.n["fear_kept_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
+                                                        dist=dist) >= 0)
             # fled from a living killer and kept away: a crowd's revenge does not make the witness's safety
             st.n["fear_fled_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
-                                                        threat_alive=True) >= 0)
+                                                        threat_alive=True, dist=dist) >= 0)
 
 
 def _positive_graph(trace: Trace, b: int) -> Any:

@@ -40,6 +40,14 @@ def engine_tuning(overrides: dict[str, Any]) -> Tuning:
     return dataclasses.replace(defaults, **clean)
 
 
+def with_overrides(base: Tuning | None, overrides: dict[str, Any]) -> Tuning:
+    """`base` (the engine's defaults when None) with only the fields named in `overrides` changed, each value
+    checked as engine_tuning checks it; TuningError names a bad key or value."""
+    checked = engine_tuning(overrides)
+    changed = {name: getattr(checked, name) for name in (str(key).replace("-", "_") for key in overrides)}
+    return dataclasses.replace(base or Tuning(), **changed)
+
+
 def trained_tuning(config: dict[str, Any] | None) -> Tuning | None:
     """The tuning a policy with this stored training config learned in; None for the engine's defaults."""
     overrides = (config or {}).get("tuning") or {}

@@ -122,22 +122,16 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
 
 def _override_tuning(policies: list[tuple[str, Any]], flags: list[str]) -> None:
     """Apply `--tuning FIELD=VALUE` flags on top of each policy's own engine tuning."""
-    import dataclasses
-
-    from engine.constants import Tuning
     from npc_brains import policy_tuning
-    from npc_brains.tuning import TuningError, engine_tuning
+    from npc_brains.tuning import TuningError, with_overrides
     from village.cmd_train import _tuning_flags
 
     overrides = _tuning_flags(flags)
-    names = [str(k).replace("-", "_") for k in overrides]
     try:
-        checked = engine_tuning(overrides)
+        for _, policy in policies:
+            policy.tuning = with_overrides(policy_tuning(policy), overrides)
     except TuningError as exc:
         raise UserError(f"--{exc}") from None
-    changed = {name: getattr(checked, name) for name in names}  # the values as engine_tuning checked them
-    for _, policy in policies:
-        policy.tuning = dataclasses.replace(policy_tuning(policy) or Tuning(), **changed)
 
 
 def run(args: argparse.Namespace) -> int:
