@@ -163,27 +163,34 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     away = npc_pos - target_pos
     away_len = length(away, keepdims=True)
     flee_dest = np.clip(npc_pos + away / np.maximum(away_len, FLEE_EPS) * t.flee_distance, 0, w.size[:, None, :])
+    fleeing = act == Action.FLEE
+    to_home = np.zeros_like(fleeing)
+    if t.flee_home:  # a refuge: home, when the way there leads away from the threat (not past it)
+        homeward = w.home_pos - npc_pos
+        away_home = (homeward * away).sum(-1) >= 0
+        to_home = fleeing & (away_home | (length(homeward) <= t.reach) | s.performing)  # at home: stays put
+        flee_dest = np.where(to_home[..., None], w.home_pos, flee_dest)
     dest = s.dest
     dest = np.where((act == Action.WORK)[..., None], w.work_pos, dest)
     dest = np.where(((act == Action.EAT) | (act == Action.SLEEP))[..., None], w.home_pos, dest)
     dest = np.where(_is(act, *FOLLOWS_TARGET)[..., None], target_pos, dest)
     dest = np.where((act == Action.MOURN)[..., None], death_pos, dest)
-    dest = np.where((act == Action.FLEE)[..., None], flee_dest, dest)
+    dest = np.where(fleeing[..., None], flee_dest, dest)
     s.dest = dest.astype(np.float32)
     moving = s.busy & ~s.performing & ctx.npc_alive
-    speed = np.where(act == Action.FLEE, t.flee_speed, np.where(act == Action.ATTACK, t.charge_speed, t.walk_speed))
+    speed = np.where(fleeing, t.flee_speed, np.where(act == Action.ATTACK, t.charge_speed, t.walk_speed))
     step_vec = dest - npc_pos
     dist = length(step_vec)
     frac = np.where(dist > 0, np.minimum(1.0, speed / np.maximum(dist, DIST_EPS)), 0.0)
     new_pos = npc_pos + step_vec * (frac * moving)[..., None]
     s.pos[:, :N] = new_pos
     remaining = dist * (1 - frac)
-    ctx.arrived = arrived = moving & (remaining <= t.reach) & (act != Action.FLEE)
+    ctx.arrived = arrived = moving & (remaining <= t.reach) & (~fleeing | to_home)  # home: the flight arrives
     s.performing |= arrived
     s.travel_left = s.travel_left - moving
-    # fleeing ends when the threat is a safe distance away
+    # a flight straight away ends when the threat is a safe distance away; one home ends when hiding there has
     safe = w.sight_radius[:, None] * t.safe_distance_factor
-    flee_done = s.busy & (act == Action.FLEE) & (length(new_pos - target_pos) >= safe)
+    flee_done = s.busy & fleeing & ~to_home & (length(new_pos - target_pos) >= safe)
     gave_up = moving & ~arrived & (s.travel_left <= 0)
     s.busy &= ~(flee_done | gave_up)
 
@@ -248,10 +255,11 @@ def npcs_act(v: Village, ctx: TickContext, mask: np.ndarray, slot_entity: np.nda
 
 # ------------------------------------------------------------------ the non-NPC actors
 def nearest_villager(v: Village, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
-    """For entity e in each of `villages`: the nearest living NPC and its distance (inf if none)."""
+    """For entity e in each of `villages`: the nearest living NPC not hiding at home, and its distance (inf if
+    none)."""
     s, N = v.state, v.N
     d = length(s.pos[villages, :N] - s.pos[villages, e][:, None])
-    d = np.where(s.alive[villages, :N], d, np.inf)
+    d = np.where(s.alive[villages, :N] & ~v.hiding[villages], d, np.inf)
     prey = np.argmin(d, 1)
     return prey, d[np.arange(len(villages)), prey]
 
@@ -282,6 +290,8 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
         tgt = np.maximum(s.actor_target[:, m], 0)
         tgt_pos = s.pos[every, tgt]
         tgt_alive = s.alive[every, tgt]
+        if t.flee_home:  # a villager hiding at home is out of reach: the chase ends
+            tgt_alive = tgt_alive & ~(v.hiding[every, np.minimum(tgt, N - 1)] & (tgt < N))
         chasing = live & _is(mode, ActorMode.HUNT, ActorMode.STRIKE, ActorMode.RAID, ActorMode.DEFEND)
         mode = np.where(chasing & ~tgt_alive & (mode != ActorMode.RAID), ActorMode.IDLE, mode)
         chasing &= tgt_alive

@@ -163,6 +163,9 @@ class Tuning:
     max_travel_ticks: int = 40  # a macro-action that has not arrived by then is abandoned
     wander_radius: float = 6.0
     flee_distance: float = 8.0  # a fleeing NPC heads this far straight away from the threat (recomputed each tick)
+    flee_home: bool = False  # True: FLEE runs home when the way there leads away from the threat, and hides
+    # there hide_ticks: out of a killer's reach (his hunts pass it over) and feeling safe (fear fades at the safe rate)
+    hide_ticks: int = 6
     strike_reach_factor: float = 1.5  # a blow lands within reach x this (the observation's in_reach says the same)
     # how long each macro-action performs once there (ticks)
     work_ticks: int = 6

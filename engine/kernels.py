@@ -234,6 +234,7 @@ def threat_fear_and_decay(
     bravery: np.ndarray,  # (B, N)
     aggression: np.ndarray,  # (B, N)
     knows_threat: np.ndarray,  # (B, N, E)
+    sheltered: np.ndarray,  # (B, N) bool: hiding at home (every threat counts as far)
     fear: np.ndarray,  # (B, N, E) in/out
     anger: np.ndarray,  # (B, N, E) in/out
     sight_fear_gain: float,
@@ -249,7 +250,7 @@ def threat_fear_and_decay(
 ) -> None:
     """A known threat near (within fear_near x the sight radius) keeps fear up (proximity x timidity, damped by
     anger at it); then fear and anger decay. Fear of a threat farther away (safe) decays with its own, shorter
-    half-life, so getting away brings relief.
+    half-life, so getting away (or hiding at home) brings relief.
 
     Anger at a living, known threat (a grudge) decays with its own, slower half-life."""
     B, N, E = fear.shape
@@ -269,7 +270,7 @@ def threat_fear_and_decay(
                 live_threat = knows_threat[b, i, e] and alive[b, e] and present[b, e]
                 f = fear[b, i, e]
                 near = False
-                if live_threat:
+                if live_threat and not sheltered[b, i]:
                     dx = pos[b, e, 0] - px
                     dy = pos[b, e, 1] - py
                     d = math.sqrt(dx * dx + dy * dy)

@@ -310,8 +310,8 @@ def decay_emotions(v: Village, ctx: TickContext) -> None:
         ctx.fear_sum = np.empty((v.B, v.N), np.float32)
         p = Personality.of(w.traits)
         threat_fear_and_decay(
-            s.pos, s.alive, s.present, w.sight_radius, p.bravery, p.aggression, s.knows_threat, s.fear, s.anger,
-            t.sight_fear, t.fear_near, t.anger_fear_damping, r.decay_fear, r.decay_fear_safe, r.decay_anger,
+            s.pos, s.alive, s.present, w.sight_radius, p.bravery, p.aggression, s.knows_threat, v.hiding, s.fear,
+            s.anger, t.sight_fear, t.fear_near, t.anger_fear_damping, r.decay_fear, r.decay_fear_safe, r.decay_anger,
             r.decay_grudge, cap, ctx.anger_sum, ctx.fear_sum,
         )
     s.grief *= r.decay_grief

@@ -72,7 +72,7 @@ def _half_life_factor(half_life: float) -> float:
 class Rates:
     """Per-tick factors derived once from the tuning."""
 
-    perform_ticks: np.ndarray  # (N_KINDS,) performing ticks of each Action (FLEE: 0, it never arrives)
+    perform_ticks: np.ndarray  # (N_KINDS,) performing ticks of each Action (FLEE: hiding at home, else 0)
     decay_grief: np.float32
     decay_joy: np.float32
     decay_fear: np.float32
@@ -82,7 +82,9 @@ class Rates:
 
     @classmethod
     def of(cls, t: Tuning) -> Rates:
-        perform = np.array([0 if a == Action.FLEE else getattr(t, f"{a.name.lower()}_ticks") for a in Action], np.int64)
+        hide = t.hide_ticks if t.flee_home else 0  # a flight straight away never arrives
+        perform = np.array([hide if a == Action.FLEE else getattr(t, f"{a.name.lower()}_ticks") for a in Action],
+                           np.int64)
         f32 = np.float32
         return cls(perform, f32(_half_life_factor(t.grief_half_life)), f32(_half_life_factor(t.joy_half_life)),
                    f32(_half_life_factor(t.fear_half_life)), f32(_half_life_factor(t.fear_safe_half_life)),
@@ -143,6 +145,13 @@ class Village:
     def time_of_day(self) -> np.ndarray:
         """Tick of the day, 0..143 (0 = midnight)."""
         return (self.state.tick + START_TICK_OF_DAY) % TICKS_PER_DAY
+
+    @property
+    def hiding(self) -> np.ndarray:
+        """(B, N) NPCs hiding at home from a threat (a flight home that arrived, Tuning.flee_home): out of a
+        killer's reach and safe from their fear of it."""
+        s = self.state
+        return s.busy & s.performing & (s.activity == Action.FLEE)
 
     @property
     def is_night(self) -> np.ndarray:

@@ -1,0 +1,120 @@
+"""A flight home (Tuning.flee_home, docs/engine.md): FLEE runs home when home lies away from the threat, the NPC
+hides there `hide_ticks`, out of a killer's reach and feeling safe; off by default, a flight runs straight away."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.body import nearest_villager
+from engine.constants import Action, ActorMode, Reaction, Tuning
+from engine.sim import VillageSim, flat_action
+from worlds import load_world
+
+VILLAGE = load_world("village-v1")
+
+
+def make_sim(**tuning) -> VillageSim:
+    return VillageSim(VILLAGE, 1, seed=0, scenario="none", tuning=Tuning(**tuning))
+
+
+def ent(sim: VillageSim, name: str) -> int:
+    return sim.entity_names[0].index(name)
+
+
+def idle(sim: VillageSim) -> np.ndarray:
+    return np.zeros((sim.B, sim.N), np.int64)
+
+
+def afraid_near_home(sim: VillageSim, npc: int, gap: float = 6.0) -> None:
+    """`npc` knows the player is dangerous and fears it; it stands `gap` from its home, the player 3 farther out
+    on the same line (home lies away from the threat)."""
+    s, player = sim.state, sim.player
+    home = sim.w.home_pos[0, npc]
+    out = np.where(home < sim.w.size[0] / 2, 1.0, -1.0).astype(np.float32)  # toward the middle of the map
+    s.pos[0, npc] = home + out * gap / np.sqrt(2)
+    s.pos[0, player] = home + out * (gap + 3) / np.sqrt(2)
+    s.knows_threat[0, npc, player] = True
+    s.fear[0, npc, player] = 1.0
+    sim.obs, sim.mask = sim.observer.observe()
+
+
+def flee(sim: VillageSim, npc: int) -> np.ndarray:
+    actions = idle(sim)
+    slot = int(np.flatnonzero(sim.observer.slot_entity[0, npc] == sim.player)[0])
+    actions[0, npc] = flat_action(Action.FLEE, slot, sim.K)
+    assert sim.mask[0, npc, actions[0, npc]]
+    return actions
+
+
+def test_a_flight_home_hides_there_and_fear_fades_though_the_killer_is_near():
+    sim = make_sim(flee_home=True, hide_ticks=5)
+    cai, player = ent(sim, "Cai"), sim.player
+    s, home = sim.state, sim.w.home_pos[0, cai]
+    afraid_near_home(sim, cai)
+    sim.step(flee(sim, cai))
+    hid_at = None
+    for tick in range(12):
+        if sim.hiding[0, cai]:
+            hid_at = tick
+            break
+        sim.step(idle(sim))
+    assert hid_at is not None, "the flight home arrived"
+    assert np.linalg.norm(s.pos[0, cai] - home) <= sim.t.reach
+    assert sim.reaction[0, cai] == Reaction.FEAR
+    s.pos[0, player] = s.pos[0, cai] + 2.0  # the killer comes to the door
+    fear = [float(s.fear[0, cai, player])]
+    hiding = []
+    for _ in range(6):
+        sim.step(idle(sim))
+        fear.append(float(s.fear[0, cai, player]))
+        hiding.append(bool(sim.hiding[0, cai]))
+    # hidden: the fear of a killer two steps away fades at the safe rate, with no floor from his proximity
+    safe = 0.5 ** (1 / sim.t.fear_safe_half_life)
+    hidden_ticks = hiding.index(False)
+    assert 3 <= hidden_ticks <= 5 and not any(hiding[hidden_ticks:])  # hide_ticks, counted from the arrival
+    for before, after in zip(fear[:hidden_ticks], fear[1:hidden_ticks + 1], strict=True):
+        assert after == np.float32(before * safe) or abs(after - before * safe) < 1e-6
+    assert not s.busy[0, cai]  # free to choose again
+
+
+def test_a_killer_cannot_reach_a_villager_hiding_at_home():
+    sim = make_sim(flee_home=True, hide_ticks=30)
+    cai, player = ent(sim, "Cai"), sim.player
+    s, m = sim.state, sim.player - sim.N
+    afraid_near_home(sim, cai)
+    sim.step(flee(sim, cai))
+    for _ in range(12):
+        sim.step(idle(sim))
+        if sim.hiding[0, cai]:
+            break
+    assert sim.hiding[0, cai]
+    s.pos[0, :sim.N][np.arange(sim.N) != cai] += 100.0  # everyone else far off: Cai is the nearest by far
+    sim.obs, sim.mask = sim.observer.observe()
+    prey, _ = nearest_villager(sim, np.array([0]), player)
+    assert prey[0] != cai  # a hunt for the nearest passes over a hiding villager
+    sim.command(0, "player", "kill", target="Cai")
+    for _ in range(6):
+        sim.step(idle(sim))
+    assert s.alive[0, cai] and s.actor_mode[0, m] == ActorMode.IDLE  # the chase ended at the door
+
+
+def test_by_default_or_with_home_toward_the_threat_a_flight_runs_straight_away():
+    for tuning in ({}, {"flee_home": True}):
+        sim = make_sim(**tuning)
+        cai, player = ent(sim, "Cai"), sim.player
+        s, home = sim.state, sim.w.home_pos[0, cai]
+        afraid_near_home(sim, cai)
+        if tuning:  # the killer stands between the NPC and its home
+            s.pos[0, player], s.pos[0, cai] = s.pos[0, cai].copy(), s.pos[0, player].copy()
+            sim.obs, sim.mask = sim.observer.observe()
+        start_home = np.linalg.norm(s.pos[0, cai] - home)
+        sim.step(flee(sim, cai))
+        for _ in range(12):
+            assert not sim.hiding[0, cai]
+            if not s.busy[0, cai]:
+                break
+            sim.step(idle(sim))
+        assert not s.busy[0, cai]  # the flight ended at the safe distance
+        assert np.linalg.norm(s.pos[0, cai] - s.pos[0, player]) >= sim.w.sight_radius[0] * sim.t.safe_distance_factor
+        if tuning:
+            assert np.linalg.norm(s.pos[0, cai] - home) > start_home  # away from home, since the killer is there
