@@ -5,6 +5,11 @@ the policy carry on) and compare its return from then on with the same runs left
 villages). The difference is roughly the advantage PPO sees when it samples the reaction: if it is negative, the
 policy cannot learn the reaction from that state, whatever the exploration.
 
+By default one NPC per village is forced (the first to be eligible), so the figure is one villager's deviation
+with the rest of the village behaving as the policy does; `--force all` forces every eligible NPC of a village,
+which also measures what the village loses when all of them do it at once (for FLEE: a smaller crowd against
+the killer, who then lives to kill more of them).
+
     python bench/reaction_value.py --policy runs/x/policy.pt --json
     python bench/reaction_value.py --policy default --situations flee --tuning hunt_nearest=true
 
@@ -64,7 +69,8 @@ def _eligible(sim: VillageSim, situation: str) -> np.ndarray:
             & (d < sim.w.sight_radius[:, None]))
 
 
-def run(policy, situation: str, world_seed: int, villages: int, seed: int, deviate: bool) -> dict:
+def run(policy, situation: str, world_seed: int, villages: int, seed: int, deviate: bool,
+        every_eligible: bool = False) -> dict:
     # the world the policy learned in: its engine overrides (hunt_nearest, rampages...) are part of the situation
     sim = VillageSim(generate_world(12, world_seed), villages, seed=seed, scenario="mixed", slots=policy_slots(policy),
                      tuning=policy_tuning(policy))
@@ -76,7 +82,10 @@ def run(policy, situation: str, world_seed: int, villages: int, seed: int, devia
     terms = np.zeros(len(TERMS))
     for _ in range(sim.max_ticks):
         acts = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1)).actions.reshape(B, N)
-        for b, i in zip(*np.nonzero(_eligible(sim, situation) & ~tracked), strict=True):
+        untracked = ~tracked if every_eligible else ~tracked.any(1, keepdims=True)
+        for b, i in zip(*np.nonzero(_eligible(sim, situation) & untracked), strict=True):
+            if tracked[b].any() and not every_eligible:
+                continue  # this village's one NPC was forced this tick already
             if situation == "work":
                 a = flat_action(kind, 0, K)
             else:
@@ -122,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--situations", default="revenge,flee,mourn,work",
                         help="comma-separated: revenge, flee, mourn, work (default: %(default)s)")
+    parser.add_argument("--force", choices=("one", "all"), default="one",
+                        help="force one eligible NPC per village, or every one (default: %(default)s)")
     parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
                         help="engine field changed on top of the policy's own world (repeatable)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
@@ -140,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     for situation in args.situations.split(","):
         rows = []
         for ws in (int(w) for w in args.worlds.split(",")):
-            base = run(policy, situation, ws, args.villages, args.seed, deviate=False)
-            forced = run(policy, situation, ws, args.villages, args.seed, deviate=True)
+            every = args.force == "all"
+            base = run(policy, situation, ws, args.villages, args.seed, deviate=False, every_eligible=every)
+            forced = run(policy, situation, ws, args.villages, args.seed, deviate=True, every_eligible=every)
             rows.append({"world": ws, "policy": base, "forced_once": forced,
                          "value": forced["return"] - base["return"]})
             print(f"{situation:7s} world {ws}: {base['npcs']} NPCs, return {base['return']:.2f} -> forced once "
