@@ -33,7 +33,8 @@ F_THEIR_GRIEF = 18
 F_THEIR_HEALTH = 19
 F_BLAMED = 20
 F_SINCE = 21
-N_SLOT_FEATURES = 22
+F_NEWS = 22
+N_SLOT_FEATURES = 23
 
 # Untargeted actions the mask rules name (engine.constants.Action), and own_dynamic columns (engine/observe.py).
 A_WORK, A_EAT, A_SLEEP = int(Action.WORK), int(Action.EAT), int(Action.SLEEP)
@@ -214,6 +215,14 @@ def observe(
                 on_map = alive[b, e] and present[b, e]
                 is_npc = e < N
                 living_npc = free and is_npc and on_map and not known_dead
+                # e has not heard of a villager's death that i knows of (read as a face that shows no news)
+                news = False
+                if is_npc and on_map and not known_dead:
+                    for v in range(N):
+                        if knows_death[b, i, v] and not knows_death[b, e, v]:
+                            news = True
+                            break
+                row[base + F_NEWS] = 1.0 if news else 0.0
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc
                 mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead

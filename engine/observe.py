@@ -33,7 +33,7 @@ SLOT_FEATURES: tuple[str, ...] = (
     "is_npc", "is_player", "is_raider", "affinity", "kin", "spouse", "friend", "rival",
     # dynamic
     "believed_alive", "dx", "dy", "dist", "in_reach", "known_dead", "known_threat", "anger", "fear",
-    "their_grief", "their_health", "blamed_for_death", "since_learned",
+    "their_grief", "their_health", "blamed_for_death", "since_learned", "news_for_them",
 )
 _SELF_COL = {name: k for k, name in enumerate(SELF_FEATURES)}
 _SLOT_COL = {name: k for k, name in enumerate(SLOT_FEATURES)}

@@ -198,6 +198,35 @@ def test_talk_carries_news_both_ways_and_warn_one_way():
     assert alarm.cause == s.threat_event[0, player] == s.death_event[0, alda]  # about the killer she fears
 
 
+
+def test_news_for_them_marks_those_who_have_not_heard():
+    """news_for_them: 1 on a living NPC's slot when that one has not heard of a death the observer knows;
+    telling them clears it."""
+    from engine.observe import SELF_FEATURES, SLOT_FEATURES
+
+    sim = make_sim(slots=14)
+    s = sim.state
+
+    def news_for(i: int, e: int) -> float:
+        k = slot_of(sim, i, e)
+        assert k is not None
+        return float(sim.obs[0, i, len(SELF_FEATURES) + k * len(SLOT_FEATURES) + SLOT_FEATURES.index("news_for_them")])
+
+    bren, fenna = ent(sim, "Bren"), ent(sim, "Fenna")
+    assert news_for(bren, fenna) == 0.0  # nothing known yet
+    kill(sim, "Alda")
+    place(sim, "Bren", 6.0, 44.0)
+    place(sim, "Fenna", 6.5, 44.0)
+    assert s.knows_death[0, bren, ent(sim, "Alda")] and not s.knows_death[0, fenna, ent(sim, "Alda")]
+    assert news_for(bren, fenna) == 1.0 and news_for(fenna, bren) == 0.0
+    assert news_for(bren, ent(sim, "Alda")) == 0.0  # the dead are told nothing
+    for _ in range(6):
+        sim.step(act_on(sim, bren, Action.TALK, fenna))
+        if s.knows_death[0, fenna, ent(sim, "Alda")]:
+            break
+    assert news_for(bren, fenna) == 0.0 and news_for(fenna, bren) == 0.0
+
+
 # ---------------------------------------------------------------- appraisal
 def test_close_relations_grieve_and_a_rival_gloats():
     sim = make_sim()

@@ -85,11 +85,11 @@ def test_a_policy_of_another_environment_is_refused(untrained_policy_file):
 def test_a_village_policy_of_an_older_observation_names_the_missing_feature(tmp_path):
     data = load_checkpoint(bundled_policy("default"))
     layout = data["env"]["observation_layout"]
-    data["env"]["observation_layout"] = [n for n in layout if not n.endswith("since_learned")]
+    data["env"]["observation_layout"] = [n for n in layout if not n.endswith("news_for_them")]
     data["env"]["obs_dim"] = len(data["env"]["observation_layout"])
     save_checkpoint(tmp_path / "old.pt", data)
     with pytest.raises(PolicyError, match=r"old\.pt was trained on another version of the village's observation "
-                                          r"\(it lacks since_learned\): retrain it with `village train`"):
+                                          r"\(it lacks news_for_them\): retrain it with `village train`"):
         load_policy(tmp_path / "old.pt")
 
 
