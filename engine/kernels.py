@@ -128,9 +128,12 @@ def observe(
             for e in range(E):
                 blamed[e] = False
             any_threat = False
+            knows_a_death = False  # of a villager: else no slot can have news for its face (skips that scan)
             amax = np.float32(0.0)
             fmax = np.float32(0.0)
             for v in range(E):
+                if v < N and knows_death[b, i, v]:
+                    knows_a_death = True
                 c = known_culprit[b, i, v]
                 if c >= 0:
                     blamed[c] = True
@@ -217,7 +220,7 @@ def observe(
                 living_npc = free and is_npc and on_map and not known_dead
                 # e has not heard of a villager's death that i knows of (read as a face that shows no news)
                 news = False
-                if is_npc and on_map and not known_dead:
+                if knows_a_death and is_npc and on_map and not known_dead:
                     for v in range(N):
                         if knows_death[b, i, v] and not knows_death[b, e, v]:
                             news = True
