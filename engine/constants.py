@@ -256,6 +256,8 @@ class Tuning:
     w_relief: float = 0.0  # reward per unit of that cost relieved (coping, justice, fading); 0 = off
     w_dread: float = 0.0  # per tick of knowing of a murder but not who did it, times (1.5 - bravery); 0 = off
     w_inform: float = 0.0  # to the teller, per villager it tells of a death that one did not know; 0 = off
+    inform_threat_deaths: bool = False  # True: telling that a threat one knew of (a killer) is dead is news too
+    # (w_inform), and news_for_them marks a face that has not heard of it: justice reaches those who fled
     inform_grief_damping: bool = False  # True: w_inform x (1 - grief), floored at 0: the bereaved take no
     # pleasure in spreading the news, so telling falls to those the death did not wound
     anger_sum_cap: float = 2.0

@@ -85,6 +85,7 @@ def observe(
     work_at_night: bool,  # False: WORK is masked at night (the workplaces are closed)
     strike_reach: float,  # a slot is in reach (a blow would land) within this distance
     grievance_anger: float,  # ATTACK needs anger above this at the target (or a known threat, a rival); < 0: no rule
+    threat_news: bool,  # news_for_them also marks a face that has not heard that a threat i knew of is dead
     slot_offset: int,
     obs: np.ndarray,  # (B, N, D) float32 out
     slot_entity: np.ndarray,  # (B, N, K) int64 out
@@ -132,7 +133,7 @@ def observe(
             amax = np.float32(0.0)
             fmax = np.float32(0.0)
             for v in range(E):
-                if v < N and knows_death[b, i, v]:
+                if (v < N or threat_news) and knows_death[b, i, v]:
                     knows_a_death = True
                 c = known_culprit[b, i, v]
                 if c >= 0:
@@ -225,6 +226,11 @@ def observe(
                         if knows_death[b, i, v] and not knows_death[b, e, v]:
                             news = True
                             break
+                    if threat_news and not news:
+                        for v in range(N, E):
+                            if knows_death[b, i, v] and knows_threat[b, i, v] and not knows_death[b, e, v]:
+                                news = True
+                                break
                 row[base + F_NEWS] = 1.0 if news else 0.0
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc

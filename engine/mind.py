@@ -206,10 +206,14 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
 def count_informed(v: Village, ctx: TickContext, bb: np.ndarray, ee: np.ndarray, teller: np.ndarray,
                    death_known: np.ndarray) -> None:
     """Credit each teller with the villagers it told of a death they did not know (a culprit added to a
-    death already known is not news of a death)."""
+    death already known is not news of a death): a villager's, or with Tuning.inform_threat_deaths the death of
+    one the teller knew as a threat (a killer's death is news to the whole village)."""
     if ctx.informed is None:
         ctx.informed = np.zeros((v.B, v.N), np.float32)
-    news = ~death_known & (ee < v.N)
+    told = ee < v.N
+    if v.t.inform_threat_deaths:
+        told = told | v.state.knows_threat[bb, teller, ee]
+    news = ~death_known & told
     np.add.at(ctx.informed, (bb[news], teller[news]), 1.0)
 
 

@@ -409,3 +409,42 @@ def test_a_loose_killer_can_take_the_nearest_villager_next(village):
         s.pos[0, player] = s.pos[0, 2] + 2 * sim.w.sight_radius[0]  # nobody in sight
         d.before_tick(sim)
         assert [c.target for c in sim.commands] == [planned_later]
+
+
+def test_news_of_a_dead_killer_is_news_to_those_who_feared_him_under_inform_threat_deaths(village, monkeypatch):
+    """inform_threat_deaths: telling a villager that the player, whom the teller knew as a killer, is dead earns
+    the telling reward, and the hearer's slot shows news for its face; off, neither (the death is an actor's)."""
+    from engine.observe import SELF_FEATURES, SLOT_FEATURES
+
+    for on in (False, True):
+        s = VillageSim(village, 1, seed=3, scenario="none",
+                       tuning=Tuning(w_inform=2.0, inform_threat_deaths=on))
+        player = s.player
+        s.state.alive[0, player] = False
+        s.state.death_tick[0, player] = 0
+        s.state.pos[0, player] = s.state.death_pos[0, player] = 0.0  # out of everyone's sight
+        s.state.knows_death[0, 1, player] = True  # NPC 1 saw him die
+        s.state.learned_tick[0, 1, player] = 0
+        s.state.learned_from[0, 1, player] = -1
+        s.state.knows_threat[0, 1, player] = True  # NPC 1 knew him as a killer
+        s.obs, s.mask = s.observer.observe()
+        slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
+        news_col = len(SELF_FEATURES) + slot * len(SLOT_FEATURES) + SLOT_FEATURES.index("news_for_them")
+        assert s.obs[0, 1, news_col] == (1.0 if on else 0.0)
+        informed = []
+        real = mind.count_informed
+        def counting(v, ctx, *args, real=real, informed=informed):
+            before = 0.0 if ctx.informed is None else float(ctx.informed[0, 1])
+            real(v, ctx, *args)
+            informed.append(float(ctx.informed[0, 1]) - before)
+
+        monkeypatch.setattr(mind, "count_informed", counting)
+        act = idle(s)
+        act[0, 1] = flat_action(Action.TALK, slot, s.K)
+        for tick in range(6):
+            s.step(act if tick == 0 else idle(s))
+        assert s.state.knows_death[0, 2, player] and s.state.learned_from[0, 2, player] == 1  # told either way
+        told = int((s.state.learned_from[0, :, player] == 1).sum())  # NPC 2 by the talk, others by gossip
+        assert told >= 1 and sum(informed) == (told if on else 0)  # credited only when on
+        monkeypatch.undo()
+    assert Tuning().inform_threat_deaths is False
