@@ -82,10 +82,9 @@ def run(policy, situation: str, world_seed: int, villages: int, seed: int, devia
     terms = np.zeros(len(TERMS))
     for _ in range(sim.max_ticks):
         acts = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1)).actions.reshape(B, N)
-        untracked = ~tracked if every_eligible else ~tracked.any(1, keepdims=True)
-        for b, i in zip(*np.nonzero(_eligible(sim, situation) & untracked), strict=True):
-            if tracked[b].any() and not every_eligible:
-                continue  # this village's one NPC was forced this tick already
+        for b, i in zip(*np.nonzero(_eligible(sim, situation) & ~tracked), strict=True):
+            if not every_eligible and tracked[b].any():
+                continue  # one NPC per village: this village's was forced already
             if situation == "work":
                 a = flat_action(kind, 0, K)
             else:
@@ -148,10 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         except UserError as exc:
             parser.error(str(exc))
     out: dict = {}
+    every = args.force == "all"
     for situation in args.situations.split(","):
         rows = []
         for ws in (int(w) for w in args.worlds.split(",")):
-            every = args.force == "all"
             base = run(policy, situation, ws, args.villages, args.seed, deviate=False, every_eligible=every)
             forced = run(policy, situation, ws, args.villages, args.seed, deviate=True, every_eligible=every)
             rows.append({"world": ws, "policy": base, "forced_once": forced,

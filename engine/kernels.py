@@ -129,7 +129,7 @@ def observe(
             for e in range(E):
                 blamed[e] = False
             any_threat = False
-            knows_a_death = False  # of a villager: else no slot can have news for its face (skips that scan)
+            knows_a_death = False  # a death that can be news (a villager's, or a threat's): else skip the scan
             amax = np.float32(0.0)
             fmax = np.float32(0.0)
             for v in range(E):

@@ -124,6 +124,7 @@ class Village:
         self.raider_cols = np.flatnonzero(self.is_raider)
         self.seed(seed)
         self.last_reward = np.zeros((self.B, self.N), np.float32)
+        self._nobody_hiding = np.zeros((self.B, self.N), bool)  # read-only: `hiding` without flee_home
         self.died = np.zeros((self.B, self.N), bool)
         self.reaction = np.zeros((self.B, self.N), np.int64)
         self.prev_reaction = self.reaction.copy()
@@ -150,6 +151,8 @@ class Village:
     def hiding(self) -> np.ndarray:
         """(B, N) NPCs hiding at home from a threat (a flight home that arrived, Tuning.flee_home): out of a
         killer's reach and safe from their fear of it."""
+        if not self.t.flee_home:  # a flight never arrives, so nobody hides: no work on every tick's hot path
+            return self._nobody_hiding
         s = self.state
         return s.busy & s.performing & (s.activity == Action.FLEE)
 

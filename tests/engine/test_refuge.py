@@ -4,6 +4,7 @@ hides there `hide_ticks`, out of a killer's reach and feeling safe; off by defau
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from engine.body import nearest_villager
 from engine.constants import Action, ActorMode, Reaction, Tuning
@@ -73,7 +74,7 @@ def test_a_flight_home_hides_there_and_fear_fades_though_the_killer_is_near():
     hidden_ticks = hiding.index(False)
     assert 3 <= hidden_ticks <= 5 and not any(hiding[hidden_ticks:])  # hide_ticks, counted from the arrival
     for before, after in zip(fear[:hidden_ticks], fear[1:hidden_ticks + 1], strict=True):
-        assert after == np.float32(before * safe) or abs(after - before * safe) < 1e-6
+        assert after == pytest.approx(before * safe, abs=1e-6)
     assert not s.busy[0, cai]  # free to choose again
 
 
