@@ -166,6 +166,7 @@ class Tuning:
     flee_home: bool = False  # True: FLEE runs home when the way there leads away from the threat, and hides
     # there hide_ticks: out of a killer's reach (his hunts pass it over) and feeling safe (fear fades at the safe rate)
     hide_ticks: int = 6
+    grief_waits: bool = False  # True: grief neither stings nor fades while the NPC flees or hides (fear first)
     strike_reach_factor: float = 1.5  # a blow lands within reach x this (the observation's in_reach says the same)
     # how long each macro-action performs once there (ticks)
     work_ticks: int = 6
@@ -256,6 +257,7 @@ class Tuning:
     w_relief: float = 0.0  # reward per unit of that cost relieved (coping, justice, fading); 0 = off
     w_dread: float = 0.0  # per tick of knowing of a murder but not who did it, times (1.5 - bravery); 0 = off
     w_inform: float = 0.0  # to the teller, per villager it tells of a death that one did not know; 0 = off
+    tell_salience: float = 0.0  # > 0: a face in sight that has not heard a death one knows of draws attention
     inform_threat_deaths: bool = False  # True: telling that a threat one knew of (a killer) is dead is news too
     # (w_inform), and news_for_them marks a face that has not heard of it: justice reaches those who fled
     inform_grief_damping: bool = False  # True: w_inform x (1 - grief), floored at 0: the bereaved take no

@@ -55,6 +55,21 @@ TAKEN = np.float32(-3e38)  # finite: fastmath assumes no infinities
 
 
 @njit(cache=True, fastmath=True)
+def has_news_for(knows_death: np.ndarray, knows_threat: np.ndarray, b: int, i: int, e: int, N: int,
+                 threat_news: bool) -> bool:
+    """Whether NPC e has not heard of a villager's death that i knows of (with threat_news: or of the death of
+    one i knew as a threat): news worth telling e."""
+    for v in range(N):
+        if knows_death[b, i, v] and not knows_death[b, e, v]:
+            return True
+    if threat_news:
+        for v in range(N, knows_death.shape[2]):
+            if knows_death[b, i, v] and knows_threat[b, i, v] and not knows_death[b, e, v]:
+                return True
+    return False
+
+
+@njit(cache=True, fastmath=True)
 def observe(
     pos: np.ndarray,  # (B, E, 2) float32
     alive: np.ndarray,  # (B, E) bool
@@ -86,6 +101,7 @@ def observe(
     strike_reach: float,  # a slot is in reach (a blow would land) within this distance
     grievance_anger: float,  # ATTACK needs anger above this at the target (or a known threat, a rival); < 0: no rule
     threat_news: bool,  # news_for_them also marks a face that has not heard that a threat i knew of is dead
+    tell_salience: float,  # salience added to a face in sight that has not heard a death i know of (0: none)
     slot_offset: int,
     obs: np.ndarray,  # (B, N, D) float32 out
     slot_entity: np.ndarray,  # (B, N, K) int64 out
@@ -174,6 +190,11 @@ def observe(
                     else:
                         sc -= SALIENCE_STRANGER_DEATH
                 sc += SALIENCE_EMOTION * min(anger[b, i, e], 1.0) + SALIENCE_EMOTION * min(fear[b, i, e], 1.0)
+                # a face in sight that has not heard yet (Tuning.tell_salience): someone to tell
+                if (tell_salience > 0.0 and knows_a_death and e < N and alive[b, e] and not knows_death[b, i, e]
+                        and dx * dx + dy * dy <= radius2
+                        and has_news_for(knows_death, knows_threat, b, i, e, N, threat_news)):
+                    sc += tell_salience
                 score[e] = sc
             a0 = N_UNTARGETED
             for k in range(K):
@@ -220,17 +241,8 @@ def observe(
                 is_npc = e < N
                 living_npc = free and is_npc and on_map and not known_dead
                 # e has not heard of a villager's death that i knows of (read as a face that shows no news)
-                news = False
-                if knows_a_death and is_npc and on_map and not known_dead:
-                    for v in range(N):
-                        if knows_death[b, i, v] and not knows_death[b, e, v]:
-                            news = True
-                            break
-                    if threat_news and not news:
-                        for v in range(N, E):
-                            if knows_death[b, i, v] and knows_threat[b, i, v] and not knows_death[b, e, v]:
-                                news = True
-                                break
+                news = knows_a_death and is_npc and on_map and not known_dead and has_news_for(
+                    knows_death, knows_threat, b, i, e, N, threat_news)
                 row[base + F_NEWS] = 1.0 if news else 0.0
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc

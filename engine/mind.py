@@ -318,10 +318,26 @@ def decay_emotions(v: Village, ctx: TickContext) -> None:
             s.anger, t.sight_fear, t.fear_near, t.anger_fear_damping, r.decay_fear, r.decay_fear_safe, r.decay_anger,
             r.decay_grudge, cap, ctx.anger_sum, ctx.fear_sum,
         )
-    s.grief *= r.decay_grief
+    waiting = grief_waiting(v)
+    s.grief *= r.decay_grief if waiting is None else np.where(waiting, np.float32(1.0), r.decay_grief)
     s.joy *= r.decay_joy
     np.clip(s.grief, 0, cap, out=s.grief)
     np.clip(s.joy, 0, cap, out=s.joy)
+
+
+def grief_waiting(v: Village) -> np.ndarray | None:
+    """(B, N) NPCs whose grief waits (Tuning.grief_waits): those fleeing or hiding, whose fear comes first; the
+    grief is felt, and fades, once the flight is over. None when the lever is off."""
+    if not v.t.grief_waits:
+        return None
+    s = v.state
+    return s.busy & (s.activity == Action.FLEE)
+
+
+def felt_grief(v: Village) -> np.ndarray:
+    """(B, N) the grief that stings this tick: all of it, but none while it waits (grief_waiting)."""
+    waiting = grief_waiting(v)
+    return v.state.grief if waiting is None else np.where(waiting, np.float32(0.0), v.state.grief)
 
 
 def emotion_cost(v: Village, anger_sum: np.ndarray | None = None, fear_sum: np.ndarray | None = None) -> np.ndarray:
@@ -333,7 +349,7 @@ def emotion_cost(v: Village, anger_sum: np.ndarray | None = None, fear_sum: np.n
         anger_sum, fear_sum = s.anger.sum(-1), s.fear.sum(-1)
     anger = np.minimum(anger_sum, t.anger_sum_cap)
     fear = np.minimum(fear_sum, t.fear_sum_cap)
-    cost = ((GRIEF_WEIGHT_BASE + p.empathy) * s.grief + (t.anger_weight_base + p.aggression) * anger
+    cost = ((GRIEF_WEIGHT_BASE + p.empathy) * felt_grief(v) + (t.anger_weight_base + p.aggression) * anger
             + (FEAR_WEIGHT_BASE - p.bravery) * fear)
     if t.w_dread > 0:
         cost = cost + t.w_dread * (FEAR_WEIGHT_BASE - p.bravery) * dread(v)
@@ -359,7 +375,7 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
     if ctx.anger_sum is not None or t.w_dread > 0:  # anger and fear exist only toward known threats
         emotions = emotion_cost(v, ctx.anger_sum, ctx.fear_sum)
     else:
-        emotions = (GRIEF_WEIGHT_BASE + p.empathy) * s.grief
+        emotions = (GRIEF_WEIGHT_BASE + p.empathy) * felt_grief(v)
     emotions = emotions * t.w_emotion_level
     health = t.w_health * (1 - s.health[:, :N] / np.maximum(w.max_health[:, :N], HEALTH_EPS))
     # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides

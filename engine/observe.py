@@ -134,7 +134,8 @@ class Observer:
             self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
             s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.work_at_night,
             t.reach * t.strike_reach_factor,
-            GRIEVANCE_ANGER if t.attack_needs_grievance else -1.0, t.inform_threat_deaths, len(SELF_FEATURES),
+            GRIEVANCE_ANGER if t.attack_needs_grievance else -1.0, t.inform_threat_deaths, t.tell_salience,
+            len(SELF_FEATURES),
             obs, self.slot_entity, mask,
         )
         return obs, mask

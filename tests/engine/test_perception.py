@@ -227,6 +227,26 @@ def test_news_for_them_marks_those_who_have_not_heard():
     assert news_for(bren, fenna) == 0.0 and news_for(fenna, bren) == 0.0
 
 
+def test_tell_salience_brings_a_face_that_has_not_heard_into_the_slots():
+    """Tuning.tell_salience: an NPC in sight who has not heard of a death the observer knows draws attention
+    ahead of a liked one who knows; off (the default), liking and nearness decide alone."""
+    from engine.constants import Tuning
+
+    def third_slot(tell_salience: float) -> tuple[str, bool]:
+        sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", slots=3, tuning=Tuning(tell_salience=tell_salience))
+        kill(sim, "Alda")
+        bren = ent(sim, "Bren")
+        place(sim, "Bren", 12.0, 36.0)  # Edric, Fenna and Garth (who did not see it) are 5 away, Dora 22
+        slots = [sim.entity_names[0][e] for e in sim.observer.slot_entity[0, bren]]
+        assert slots[:2] == ["player", "Alda"]  # the threat and the fresh loss come first either way
+        heard = bool(sim.state.knows_death[0, ent(sim, slots[2]), ent(sim, "Alda")])
+        return slots[2], heard
+
+    assert third_slot(0.0) == ("Dora", True)
+    name, heard = third_slot(2.0)
+    assert name in ("Edric", "Fenna", "Garth") and not heard
+
+
 # ---------------------------------------------------------------- appraisal
 def test_close_relations_grieve_and_a_rival_gloats():
     sim = make_sim()

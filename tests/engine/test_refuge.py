@@ -119,3 +119,32 @@ def test_by_default_or_with_home_toward_the_threat_a_flight_runs_straight_away()
         assert np.linalg.norm(s.pos[0, cai] - s.pos[0, player]) >= sim.w.sight_radius[0] * sim.t.safe_distance_factor
         if tuning:
             assert np.linalg.norm(s.pos[0, cai] - home) > start_home  # away from home, since the killer is there
+
+
+def test_grief_waits_while_the_npc_flees_and_hides():
+    """Tuning.grief_waits: a grieving NPC's grief neither fades nor costs while it flees or hides (its fear comes
+    first), and fades again once the flight is over; off, it fades on every tick."""
+    from engine import mind
+
+    for waits in (False, True):
+        sim = make_sim(flee_home=True, hide_ticks=4, grief_waits=waits)
+        cai, s = ent(sim, "Cai"), sim.state
+        afraid_near_home(sim, cai)
+        s.grief[0, cai] = 0.8
+        sim.step(flee(sim, cai))
+        grief = [float(s.grief[0, cai])]
+        felt = [float(mind.felt_grief(sim)[0, cai])]
+        while s.busy[0, cai] and len(grief) < 30:
+            sim.step(idle(sim))
+            grief.append(float(s.grief[0, cai]))
+            felt.append(float(mind.felt_grief(sim)[0, cai]))
+        assert not s.busy[0, cai] and len(grief) > 3  # the flight (there and the hiding) is over
+        if waits:
+            assert grief[:-1] == pytest.approx([0.8] * (len(grief) - 1))  # waiting while it ran and hid
+            assert felt[:-1] == [0.0] * (len(felt) - 1)  # and not felt
+            assert felt[-1] == grief[-1] > 0
+            sim.step(idle(sim))
+            assert 0 < s.grief[0, cai] < grief[-1]  # safe: it fades again
+        else:
+            assert all(after < before for before, after in zip(grief[:-1], grief[1:], strict=True))
+            assert felt == grief
