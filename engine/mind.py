@@ -38,7 +38,8 @@ def begin_tick(v: Village, actions: np.ndarray, *, threat_buffer: bool = False) 
     ctx = TickContext.begin(np.asarray(actions, np.int64).reshape(v.B, v.N), s.alive, v.B, v.N, v.E)
     ctx.seen_threat = np.zeros_like(s.knows_threat) if threat_buffer else s.knows_threat
     if v.t.w_relief > 0:
-        ctx.relief = Relief(lambda: emotion_cost(v), (v.B, v.N))
+        # the ledger weighs the grief there is, not the grief felt: a flight that makes it wait eases nothing
+        ctx.relief = Relief(lambda: emotion_cost(v, grief=v.state.grief), (v.B, v.N))
     return ctx
 
 
@@ -340,16 +341,18 @@ def felt_grief(v: Village) -> np.ndarray:
     return v.state.grief if waiting is None else np.where(waiting, np.float32(0.0), v.state.grief)
 
 
-def emotion_cost(v: Village, anger_sum: np.ndarray | None = None, fear_sum: np.ndarray | None = None) -> np.ndarray:
+def emotion_cost(v: Village, anger_sum: np.ndarray | None = None, fear_sum: np.ndarray | None = None, *,
+                 grief: np.ndarray | None = None) -> np.ndarray:
     """(B, N) the personality-weighted cost of the negative emotions (the reward's emotion terms), from the
-    summed anger and fear given, or from the state's when none are."""
+    summed anger and fear given, or from the state's when none are; the grief is the felt grief unless given."""
     s, t = v.state, v.t
     p = Personality.of(v.w.traits)
     if anger_sum is None:
         anger_sum, fear_sum = s.anger.sum(-1), s.fear.sum(-1)
     anger = np.minimum(anger_sum, t.anger_sum_cap)
     fear = np.minimum(fear_sum, t.fear_sum_cap)
-    cost = ((GRIEF_WEIGHT_BASE + p.empathy) * felt_grief(v) + (t.anger_weight_base + p.aggression) * anger
+    grief = felt_grief(v) if grief is None else grief
+    cost = ((GRIEF_WEIGHT_BASE + p.empathy) * grief + (t.anger_weight_base + p.aggression) * anger
             + (FEAR_WEIGHT_BASE - p.bravery) * fear)
     if t.w_dread > 0:
         cost = cost + t.w_dread * (FEAR_WEIGHT_BASE - p.bravery) * dread(v)

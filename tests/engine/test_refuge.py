@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine.body import nearest_villager
-from engine.constants import Action, ActorMode, Reaction, Tuning
+from engine.constants import Action, ActorMode, Personality, Reaction, Tuning
 from engine.sim import VillageSim, flat_action
 from worlds import load_world
 
@@ -148,3 +148,24 @@ def test_grief_waits_while_the_npc_flees_and_hides():
         else:
             assert all(after < before for before, after in zip(grief[:-1], grief[1:], strict=True))
             assert felt == grief
+
+
+def test_a_flight_that_makes_grief_wait_is_no_relief():
+    """With grief_waits and the relief reward, the grief that waits during a flight is not counted as eased (the
+    relief ledger weighs the grief there is; the reward's emotion cost, the grief felt)."""
+    from engine import mind
+
+    rewards = []
+    for waits in (False, True):
+        sim = make_sim(flee_home=True, grief_waits=waits, w_relief=5.0)
+        cai, s = ent(sim, "Cai"), sim.state
+        afraid_near_home(sim, cai)
+        s.grief[0, cai] = 0.8
+        sim.step(flee(sim, cai))
+        assert s.busy[0, cai] and s.activity[0, cai] == Action.FLEE
+        assert mind.felt_grief(sim)[0, cai] == (0.0 if waits else s.grief[0, cai])
+        rewards.append(float(sim.last_reward[0, cai]))
+    # waiting spares the grief's sting this tick, no more: a relief of the whole grief would add w_relief x 0.8 x
+    # (0.5 + empathy) x reward_scale on top of it
+    sting = (0.5 + float(Personality.of(sim.w.traits).empathy[0, cai])) * 0.8 * sim.t.reward_scale
+    assert rewards[1] - rewards[0] < sting * 1.5
