@@ -236,6 +236,8 @@ class Tuning:
     mourn_relief: float = 0.2
     mourn_relief_linear: bool = False  # True: a mourning tick eases mourn_relief x (0.5 + empathy) of grief, not
     # that share of it (grief work: a great loss takes longer to mourn)
+    mourn_relief_empathy: bool = True  # False: a mourning tick eases mourn_relief for everyone; empathy weighs the
+    # grief (its cost) without also hastening its work, so the empathic do not mourn a loss away in one short spell
     comfort_relief: float = 0.10
     comforter_relief: float = 0.5  # the comforter's own grief eases by this share of comfort_relief
     blow_anger_relief: float = 0.5

@@ -100,12 +100,12 @@ def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
         relief = 1 - t.comfort_relief * (GRIEF_WEIGHT_BASE + p.empathy[bb, ii])
         np.multiply.at(s.grief, (bb, s.target[bb, ii]), relief)
         s.grief[bb, ii] *= 1 - t.comforter_relief * t.comfort_relief
+    work = t.mourn_relief * (GRIEF_WEIGHT_BASE + p.empathy) if t.mourn_relief_empathy else t.mourn_relief
     if t.mourn_relief_linear:  # grief work: each tick at the body eases a fixed amount, so a great loss
         # takes longer to mourn and every tick of it is worth the same until the grief is spent
-        eased = mourning * (t.mourn_relief * (GRIEF_WEIGHT_BASE + p.empathy))
-        s.grief = np.maximum(s.grief - eased, 0.0).astype(np.float32)
+        s.grief = np.maximum(s.grief - mourning * work, 0.0).astype(np.float32)
     else:
-        s.grief = s.grief * np.where(mourning, 1 - t.mourn_relief * (GRIEF_WEIGHT_BASE + p.empathy), 1.0)
+        s.grief = s.grief * np.where(mourning, 1 - work, 1.0)
     if ctx.blows.any():
         bb, ii = np.nonzero(ctx.blows)
         tt = s.target[bb, ii]

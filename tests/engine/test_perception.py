@@ -394,10 +394,12 @@ def test_mourning_at_the_body():
 
 
 @pytest.mark.parametrize("linear", [False, True])
-def test_a_mourning_tick_eases_a_share_or_a_fixed_amount_of_grief(linear):
+@pytest.mark.parametrize("by_empathy", [True, False])
+def test_a_mourning_tick_eases_a_share_or_a_fixed_amount_of_grief(linear, by_empathy):
     from engine.constants import Tuning
 
-    tuning = Tuning(mourn_relief_linear=linear, grief_half_life=1e9)  # no fading: only mourning eases grief
+    tuning = Tuning(mourn_relief_linear=linear, mourn_relief_empathy=by_empathy,
+                    grief_half_life=1e9)  # no fading: only mourning eases grief
     sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, tuning=tuning)
     alda, bren = ent(sim, "Alda"), ent(sim, "Bren")
     place(sim, "Bren", *(sim.state.pos[0, alda] + (0.0, 0.5)))  # already at the body
@@ -407,7 +409,7 @@ def test_a_mourning_tick_eases_a_share_or_a_fixed_amount_of_grief(linear):
     before = float(sim.state.grief[0, bren])
     sim.step(idle(sim))
     after = float(sim.state.grief[0, bren])
-    ease = tuning.mourn_relief * (0.5 + float(sim.w.traits[0, bren, 2]))
+    ease = tuning.mourn_relief * ((0.5 + float(sim.w.traits[0, bren, 2])) if by_empathy else 1.0)
     assert before > ease  # Bren grieves for Alda (kin): the two rules give different answers
     expected = max(before - ease, 0.0) if linear else before * (1 - ease)
     assert after == pytest.approx(expected, rel=1e-4)
