@@ -14,6 +14,7 @@ first step). Step k is the call of `VillageSim.step` that takes tick k to k + 1;
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,33 +416,45 @@ def system_neural_diversity(probs: np.ndarray) -> float | None:
 
 
 # ------------------------------------------------------------------ the metrics of one trace
+def mourning_ticks(trace: Trace, p: MetricParams, d: Death, acted: np.ndarray, kind: np.ndarray,
+                   target: np.ndarray, st: Stats | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
+    """For each close relation i of the victim of `d` whom `mourning_rate` counts as eligible: (i, L, mourn), L the
+    step i learned of the death and mourn (the window's steps L + 1 .. L + mourn_window) True where i performed MOURN
+    on the body or COMFORT on a bereaved close relation who knew. With `st`, counts the close, informed and
+    eligible relations on the way."""
+    last = trace.ticks - 1
+    b, v = d.village, d.victim
+    grieving = close_relations(trace, b, v, p.close_affinity)
+    close = grieving & trace.alive[d.step + 1, b, : trace.N]
+    knows_v = trace.learned_tick[b, :, v]
+    for i in np.flatnonzero(close):
+        if st is not None:
+            st.n["mourn_close"] += 1
+        L = int(knows_v[i])
+        if L < 0:
+            continue
+        if st is not None:
+            st.n["mourn_informed"] += 1
+        if not _window_ok(L, p.mourn_window, last):
+            continue
+        if st is not None:
+            st.n["mourn_eligible"] += 1
+        steps = np.arange(L + 1, L + p.mourn_window + 1)
+        a, kd, tg = acted[steps, b, i], kind[steps, b, i], target[steps, b, i]
+        at_body = a & (kd == Action.MOURN) & (tg == v)
+        tg_c = np.clip(tg, 0, trace.N - 1)
+        consoling = (a & (kd == Action.COMFORT) & (tg >= 0) & (tg < trace.N) & grieving[tg_c]
+                     & (knows_v[tg_c] >= 0) & (knows_v[tg_c] <= steps))
+        yield int(i), L, at_body | consoling
+
+
 def mourning_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death],
                    acted: np.ndarray, kind: np.ndarray, target: np.ndarray) -> None:
-    last = trace.ticks - 1
     for d in deaths:
-        b, v = d.village, d.victim
-        close = close_relations(trace, b, v, p.close_affinity) & trace.alive[d.step + 1, b, : trace.N]
-        knows_v = trace.learned_tick[b, :, v]
-        grieving = close_relations(trace, b, v, p.close_affinity)
-        for i in np.flatnonzero(close):
-            st.n["mourn_close"] += 1
-            L = int(knows_v[i])
-            if L < 0:
-                continue
-            st.n["mourn_informed"] += 1
-            if not _window_ok(L, p.mourn_window, last):
-                continue
-            st.n["mourn_eligible"] += 1
-            steps = np.arange(L + 1, L + p.mourn_window + 1)
-            a, kd, tg = acted[steps, b, i], kind[steps, b, i], target[steps, b, i]
-            at_body = a & (kd == Action.MOURN) & (tg == v)
-            tg_c = np.clip(tg, 0, trace.N - 1)
-            consoling = (a & (kd == Action.COMFORT) & (tg >= 0) & (tg < trace.N) & grieving[tg_c]
-                         & (knows_v[tg_c] >= 0) & (knows_v[tg_c] <= steps))
-            mourn = at_body | consoling
+        for _, _, mourn in mourning_ticks(trace, p, d, acted, kind, target, st):
             if mourn.sum() >= p.mourn_min_ticks:
                 st.n["mourn_hit"] += 1
-                st.samples["mourn_latency"].append(float(steps[np.argmax(mourn)] - L))
+                st.samples["mourn_latency"].append(float(np.argmax(mourn) + 1))
 
 
 def revenge_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) -> None:

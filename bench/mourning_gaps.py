@@ -1,0 +1,137 @@
+"""Who does not mourn, and why? The close relations `mourning_rate` counts, split by how long they mourned.
+
+For every close relation the metric finds eligible (engine.metrics.mourning_stats: learned of a trigger death
+and the 36-tick window fits), count its ticks at the body or consoling the bereaved in that window, exactly as
+the metric does, and group them: mourned (>= 6 ticks), one short spell (1-5 ticks) and never (0). Each group
+shows its mean grief on learning and at the window's end, its empathy, its distance from the body on learning,
+and what it spent the window doing. A short spell with little grief left at the end means the grief was
+mourned away before six ticks (the rule of relief, not the policy's choice); a "never" with grief left and a
+far body means the NPC did not go.
+
+    python bench/mourning_gaps.py --policy default --world generated:12:10000
+    python bench/mourning_gaps.py --policy runs/x/policy.pt --world generated:48:10000 --villages 8 --json
+    python bench/mourning_gaps.py --policy default --tuning mourn_relief_empathy=false
+
+`--tuning FIELD=VALUE` (repeatable) changes the world on top of the one the policy learned in (a first look at
+a lever; the policy was not trained in it). Runs the emergence suite's scenarios (`village eval`'s default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.constants import ACTION_NAMES, Trait  # noqa: E402
+from engine.metrics import MetricParams, mourning_ticks, performed, trigger_deaths  # noqa: E402
+
+GROUPS = ("mourned", "short spell", "never")
+
+
+def _group(ticks: int, need: int) -> str:
+    return "mourned" if ticks >= need else ("never" if ticks == 0 else "short spell")
+
+
+def gaps(policy, spec, scenarios, villages: int, seed: int) -> dict:
+    """Per group: count, mean grief on learning and at the window's end, empathy, distance to the body, and the
+    share of window ticks per activity (DEAD for ticks after the NPC died)."""
+    from engine.scenarios import run_scenario
+    from npc_brains.evaluate import policy_slots
+    from npc_brains.tuning import policy_tuning
+
+    p = MetricParams()
+    rows: dict[str, list[tuple[float, float, float, float]]] = collections.defaultdict(list)
+    doing: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    ticks_hist: collections.Counter = collections.Counter()
+    by_scenario: dict[str, list[int]] = {}
+    for scenario in scenarios:
+        trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
+                             tuning=policy_tuning(policy))
+        acted, kind, target = performed(trace)
+        hits = by_scenario.setdefault(scenario.id, [0, 0])
+        for d in trigger_deaths(trace):
+            b, v = d.village, d.victim
+            for i, L, mourn in mourning_ticks(trace, p, d, acted, kind, target):
+                steps = np.arange(L + 1, L + p.mourn_window + 1)
+                n = int(mourn.sum())
+                group = _group(n, p.mourn_min_ticks)
+                ticks_hist[n] += 1
+                hits[0] += group == "mourned"
+                hits[1] += 1
+                away = float(np.hypot(*(trace.pos[L + 1, b, i] - trace.pos[d.step + 1, b, v])))
+                rows[group].append((float(trace.grief[L + 1, b, i]), float(trace.grief[steps[-1] + 1, b, i]),
+                                    float(trace.traits[b, i, Trait.EMPATHY]), away))
+                alive = trace.alive[steps + 1, b, i]
+                for act, living in zip(trace.activity[steps + 1, b, i], alive, strict=True):
+                    doing[group][ACTION_NAMES[act] if living else "DEAD"] += 1
+    out: dict = {"eligible": int(sum(ticks_hist.values())),
+                 "ticks": {int(k): int(c) for k, c in sorted(ticks_hist.items())},
+                 "by_scenario": {k: {"mourned": h, "eligible": n} for k, (h, n) in by_scenario.items()}, "groups": {}}
+    for group in GROUPS:
+        r = np.asarray(rows[group], dtype=float).reshape(-1, 4)
+        total = max(1, sum(doing[group].values()))
+        out["groups"][group] = {
+            "count": int(len(r)),
+            **({k: float(x) for k, x in zip(("grief_on_learning", "grief_at_end", "empathy", "distance_to_body"),
+                                            r.mean(0), strict=True)} if len(r) else {}),
+            "doing": {k: round(c / total, 3) for k, c in doing[group].most_common(8)},
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--policy", default="default", help="policy file or 'default' (default: %(default)s)")
+    parser.add_argument("--world", default="generated:12:10000",
+                        help="world id, world file or generated:N:SEED (default: %(default)s)")
+    parser.add_argument("--villages", type=int, default=16, help="villages per scenario (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=5, help="simulation seed (default: %(default)s)")
+    parser.add_argument("--scenarios", default="all", help="comma-separated scenario ids, or all (default)")
+    parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
+                        help="engine field changed on top of the policy's own world (repeatable)")
+    parser.add_argument("--json", action="store_true", help="last line: one JSON object")
+    args = parser.parse_args(argv)
+    if args.villages < 1:
+        parser.error(f"--villages must be at least 1, got {args.villages}")
+    from engine.scenarios import bundled_scenarios, load_scenario
+    from engine.vec_env import resolve_world
+    from npc_brains import load_policy
+    from village.cli import UserError
+    from village.cmd_eval import _override_tuning
+
+    try:
+        spec = resolve_world(args.world)
+        names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
+        scenarios = [load_scenario(name) for name in names]
+        policy = load_policy(args.policy)
+        if args.tuning:
+            _override_tuning([(args.policy, policy)], args.tuning)
+    except (UserError, ValueError, OSError) as exc:  # bad world, scenario, policy file or tuning flag
+        parser.error(str(exc))
+    out = gaps(policy, spec, scenarios, args.villages, args.seed)
+    n = out["eligible"]
+    mourned = out["groups"]["mourned"]["count"]
+    print(f"{args.policy} on {args.world}: {mourned} of {n} eligible close relations mourned"
+          f" ({mourned / max(n, 1):.3f})")
+    print("ticks mourned in the window: " + ", ".join(f"{k}: {c}" for k, c in out["ticks"].items()))
+    for group, g in out["groups"].items():
+        if not g["count"]:
+            continue
+        print(f"  {group:11s} {g['count']:4d}  grief {g['grief_on_learning']:.2f} -> {g['grief_at_end']:.2f}, "
+              f"empathy {g['empathy']:.2f}, body {g['distance_to_body']:.1f} away; "
+              + ", ".join(f"{k} {v:.2f}" for k, v in g["doing"].items()))
+    for name, s in out["by_scenario"].items():
+        print(f"  {name:18s} {s['mourned']}/{s['eligible']}")
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
