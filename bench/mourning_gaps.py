@@ -6,7 +6,9 @@ the metric does, and group them: mourned (>= 6 ticks), one short spell (1-5 tick
 shows its mean grief on learning and at the window's end, its empathy, its distance from the body on learning,
 and what it spent the window doing. A short spell with little grief left at the end means the grief was
 mourned away before six ticks (the rule of relief, not the policy's choice); a "never" with grief left and a
-far body means the NPC did not go.
+far body means the NPC did not go. `p_mourn` is the policy's mean probability of MOURN (any slot) on the
+window's ticks where the NPC was free to choose, and `learn_delay` the steps from the death to its learning of
+it (hearsay learns late): together they tell a policy that will not go from one that was never free to.
 
     python bench/mourning_gaps.py --policy default --world generated:12:10000
     python bench/mourning_gaps.py --policy runs/x/policy.pt --world generated:48:10000 --villages 8 --json
@@ -28,14 +30,34 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine.constants import ACTION_NAMES, Trait  # noqa: E402
+from engine.constants import ACTION_NAMES, Action, Trait  # noqa: E402
 from engine.metrics import MetricParams, mourning_ticks, performed, trigger_deaths  # noqa: E402
+from engine.village import action_tables  # noqa: E402
 
 GROUPS = ("mourned", "short spell", "never")
+STATS = ("grief_on_learning", "grief_at_end", "empathy", "distance_to_body", "p_mourn", "free_share", "learn_delay")
 
 
 def _group(ticks: int, need: int) -> str:
     return "mourned" if ticks >= need else ("never" if ticks == 0 else "short spell")
+
+
+class MournProbe:
+    """Wraps a policy; records, per tick and row, whether the row could choose (more than one valid action) and
+    the policy's probability of MOURN on any slot."""
+
+    def __init__(self, policy, slots: int):
+        self.policy, self.name = policy, getattr(policy, "name", "policy")
+        kinds, _ = action_tables(slots)
+        self.mourn = kinds == int(Action.MOURN)
+        self.free: list[np.ndarray] = []
+        self.p_mourn: list[np.ndarray] = []
+
+    def act(self, obs, mask, *, deterministic: bool = False, with_probs: bool = False, with_values: bool = False):
+        out = self.policy.act(obs, mask, deterministic=deterministic, with_probs=True, with_values=with_values)
+        self.free.append(mask.sum(1) > 1)
+        self.p_mourn.append(out.probs[:, self.mourn].sum(1))
+        return out
 
 
 def gaps(policy, spec, scenarios, villages: int, seed: int) -> dict:
@@ -46,13 +68,16 @@ def gaps(policy, spec, scenarios, villages: int, seed: int) -> dict:
     from npc_brains.tuning import policy_tuning
 
     p = MetricParams()
-    rows: dict[str, list[tuple[float, float, float, float]]] = collections.defaultdict(list)
+    rows: dict[str, list[tuple[float, ...]]] = collections.defaultdict(list)
     doing: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     ticks_hist: collections.Counter = collections.Counter()
     by_scenario: dict[str, list[int]] = {}
     for scenario in scenarios:
-        trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
+        probe = MournProbe(policy, policy_slots(policy))
+        trace = run_scenario(probe, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                              tuning=policy_tuning(policy))
+        free = np.asarray(probe.free).reshape(-1, trace.B, trace.N)
+        p_mourn = np.asarray(probe.p_mourn).reshape(-1, trace.B, trace.N)
         acted, kind, target = performed(trace)
         hits = by_scenario.setdefault(scenario.id, [0, 0])
         for d in trigger_deaths(trace):
@@ -65,8 +90,11 @@ def gaps(policy, spec, scenarios, villages: int, seed: int) -> dict:
                 hits[0] += group == "mourned"
                 hits[1] += 1
                 away = float(np.hypot(*(trace.pos[L + 1, b, i] - trace.pos[d.step + 1, b, v])))
+                chose = free[steps, b, i]  # the policy acts at step k on the state of row k
                 rows[group].append((float(trace.grief[L + 1, b, i]), float(trace.grief[steps[-1] + 1, b, i]),
-                                    float(trace.traits[b, i, Trait.EMPATHY]), away))
+                                    float(trace.traits[b, i, Trait.EMPATHY]), away,
+                                    float(p_mourn[steps, b, i][chose].mean()) if chose.any() else np.nan,
+                                    float(chose.mean()), float(L - d.step)))
                 alive = trace.alive[steps + 1, b, i]
                 for act, living in zip(trace.activity[steps + 1, b, i], alive, strict=True):
                     doing[group][ACTION_NAMES[act] if living else "DEAD"] += 1
@@ -74,12 +102,11 @@ def gaps(policy, spec, scenarios, villages: int, seed: int) -> dict:
                  "ticks": {int(k): int(c) for k, c in sorted(ticks_hist.items())},
                  "by_scenario": {k: {"mourned": h, "eligible": n} for k, (h, n) in by_scenario.items()}, "groups": {}}
     for group in GROUPS:
-        r = np.asarray(rows[group], dtype=float).reshape(-1, 4)
+        r = np.asarray(rows[group], dtype=float).reshape(-1, len(STATS))
         total = max(1, sum(doing[group].values()))
         out["groups"][group] = {
             "count": int(len(r)),
-            **({k: float(x) for k, x in zip(("grief_on_learning", "grief_at_end", "empathy", "distance_to_body"),
-                                            r.mean(0), strict=True)} if len(r) else {}),
+            **({k: float(x) for k, x in zip(STATS, np.nanmean(r, 0), strict=True)} if len(r) else {}),
             "doing": {k: round(c / total, 3) for k, c in doing[group].most_common(8)},
         }
     return out
@@ -109,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         spec = resolve_world(args.world)
         names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
         scenarios = [load_scenario(name) for name in names]
-        policy = load_policy(args.policy)
+        policy = load_policy(args.policy, seed=args.seed)
         if args.tuning:
             _override_tuning([(args.policy, policy)], args.tuning)
     except (UserError, ValueError, OSError) as exc:  # bad world, scenario, policy file or tuning flag
@@ -124,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         if not g["count"]:
             continue
         print(f"  {group:11s} {g['count']:4d}  grief {g['grief_on_learning']:.2f} -> {g['grief_at_end']:.2f}, "
-              f"empathy {g['empathy']:.2f}, body {g['distance_to_body']:.1f} away; "
+              f"empathy {g['empathy']:.2f}, body {g['distance_to_body']:.1f} away, learnt after "
+              f"{g['learn_delay']:.1f} steps; free {g['free_share']:.2f} of the window, p(MOURN) {g['p_mourn']:.3f}; "
               + ", ".join(f"{k} {v:.2f}" for k, v in g["doing"].items()))
     for name, s in out["by_scenario"].items():
         print(f"  {name:18s} {s['mourned']}/{s['eligible']}")

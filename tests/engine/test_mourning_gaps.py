@@ -31,6 +31,9 @@ def test_the_groups_add_up_to_the_mourning_metric():
     assert sum(out["ticks"].values()) == out["eligible"]
     short = sum(c for k, c in out["ticks"].items() if 0 < k < 6)
     assert groups["short spell"]["count"] == short
+    for g in groups.values():
+        if g["count"]:
+            assert 0.0 <= g["p_mourn"] <= 1.0 and 0.0 <= g["free_share"] <= 1.0 and g["learn_delay"] >= 0
 
 
 def test_bad_flags_are_one_line_errors(capsys):
