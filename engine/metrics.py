@@ -532,20 +532,48 @@ def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: flo
     return -1
 
 
+def _timid_who_know(trace: Trace, p: MetricParams, d: Death) -> tuple[np.ndarray, np.ndarray]:
+    """(timid, witness), each (N,): timid NPCs alive just after death d (killer and victim excluded) that saw it
+    or heard of it, and which of them saw it (learned it first-hand at the death's step)."""
+    b, v = d.village, d.victim
+    alive_then = trace.alive[d.step + 1, b, : trace.N]
+    timid = trace.traits[b, :, Trait.BRAVERY] <= p.timid
+    learned, source = trace.learned_tick[b, :, v], trace.learned_from[b, :, v]
+    witness = (source == SEEN) & (learned == d.step)
+    hearsay = (source >= 0) & (learned >= 0)
+    knows = alive_then & timid & (witness | hearsay)
+    for e in (d.killer, v):
+        if 0 <= e < trace.N:
+            knows[e] = False
+    return knows, witness & knows
+
+
+def _fear_eligible(trace: Trace, p: MetricParams, d: Death, dist: np.ndarray) -> bool:
+    """A timid witness counts for `fear_rate` if it was within the safe distance of the culprit just after the
+    killing and the flight window fits in the episode."""
+    return bool(dist[d.step + 1] < trace.safe_distance[d.village]
+                and d.step + 1 + p.fear_window + p.fear_hold - 1 <= trace.ticks)
+
+
+def timid_witnesses(trace: Trace, p: MetricParams, d: Death) -> Iterator[tuple[int, np.ndarray]]:
+    """The timid witnesses of death d that `fear_rate` counts, with each one's distance from the culprit per
+    state (inf once the culprit is dead)."""
+    _, witness = _timid_who_know(trace, p, d)
+    for i in np.flatnonzero(witness):
+        dist = _distance_to(trace, d.village, int(i), d.killer)
+        if _fear_eligible(trace, p, d, dist):
+            yield int(i), dist
+
+
 def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) -> None:
     T = trace.ticks
     H = p.curve_ticks
     for d in deaths:
         b, v, k = d.village, d.victim, d.killer
         safe = trace.safe_distance[b]
-        alive_then = trace.alive[d.step + 1, b, : trace.N]
-        timid = trace.traits[b, :, Trait.BRAVERY] <= p.timid
-        learned, source = trace.learned_tick[b, :, v], trace.learned_from[b, :, v]
-        witness = (source == SEEN) & (learned == d.step)
-        hearsay = (source >= 0) & (learned >= 0)
-        for i in np.flatnonzero(alive_then & timid & (witness | hearsay)):
-            if i in (k, v):
-                continue
+        learned = trace.learned_tick[b, :, v]
+        knows, witness = _timid_who_know(trace, p, d)
+        for i in np.flatnonzero(knows):
             dist = _distance_to(trace, b, i, k)
             start = int(learned[i]) + 1
             curve = np.full(H + 1, np.nan)
@@ -556,10 +584,8 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             if not witness[i]:
                 continue
             st.n["fear_witnesses"] += 1
-            if dist[d.step + 1] >= safe:
-                continue  # already safe when it happened
-            if d.step + 1 + p.fear_window + p.fear_hold - 1 > T:
-                continue
+            if not _fear_eligible(trace, p, d, dist):
+                continue  # already safe when it happened, or the window does not fit
             st.n["fear_eligible"] += 1
             t1 = reached_safety(trace, b, i, k, d.step + 1, safe, p, dist=dist)
             if t1 >= 0:

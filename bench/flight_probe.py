@@ -1,0 +1,106 @@
+"""Do the timid flee? What the timid witnesses `fear_rate` counts did in the ticks after a killing.
+
+For every timid witness of a trigger death that `fear_rate` counts (engine.metrics.timid_witnesses: bravery
+<= 0.4, saw it, within the safe distance of the killer), the activity it performed in each of the `--ticks`
+states after the killing, how many chose FLEE at least once, and the outcome under the three fear metrics
+(safe within the window; and kept away; and got away while the killer lived). A `fear_rate` that is high while
+nobody chose FLEE is the crowd's doing: the killer died, and the witnesses were safe without running.
+
+    python bench/flight_probe.py --policy default
+    python bench/flight_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
+
+Runs `kill-in-square`, `kill-parent` and `kill-at-night` by default (the scenarios with most timid witnesses
+near the killer). `--tuning FIELD=VALUE` (repeatable) changes the world on top of the one the policy learned in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from engine.constants import ACTION_NAMES, Action  # noqa: E402
+from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
+
+SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
+
+
+def probe(policy, spec, scenarios, villages: int, seed: int, ticks: int = 7) -> dict:
+    """Counts over the eligible timid witnesses: chose FLEE, outcome (safe, kept, fled from a living killer)
+    and the most common first four activities after the killing."""
+    from engine.scenarios import run_scenario
+    from npc_brains.evaluate import policy_slots
+    from npc_brains.tuning import policy_tuning
+
+    p = MetricParams()
+    out = {"witnesses": 0, "chose_flee": 0, "safe": 0, "kept": 0, "fled_living_killer": 0}
+    first: collections.Counter = collections.Counter()
+    for scenario in scenarios:
+        trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
+                             tuning=policy_tuning(policy))
+        for d in trigger_deaths(trace):
+            b, k = d.village, d.killer
+            safe = trace.safe_distance[b]
+            for i, dist in timid_witnesses(trace, p, d):
+                rows = range(d.step + 1, min(d.step + 1 + ticks, trace.ticks + 1))
+                acts = [int(trace.activity[t, b, i]) for t in rows]
+                out["witnesses"] += 1
+                out["chose_flee"] += int(Action.FLEE in acts)
+                out["safe"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, dist=dist) >= 0)
+                out["kept"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist) >= 0)
+                out["fled_living_killer"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
+                                                                threat_alive=True, dist=dist) >= 0)
+                first[" > ".join(ACTION_NAMES[a] for a in acts[:4])] += 1
+    out["first_activities"] = dict(first.most_common(8))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--policy", default="default", help="policy file or 'default' (default: %(default)s)")
+    parser.add_argument("--world", default="generated:12:10000",
+                        help="world id, world file or generated:N:SEED (default: %(default)s)")
+    parser.add_argument("--villages", type=int, default=16, help="villages per scenario (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=1, help="simulation seed (default: %(default)s)")
+    parser.add_argument("--scenarios", default=SCENARIOS, help="comma-separated scenario ids (default: %(default)s)")
+    parser.add_argument("--ticks", type=int, default=7, help="states after the killing to look at (default: 7)")
+    parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
+                        help="engine field changed on top of the policy's own world (repeatable)")
+    parser.add_argument("--json", action="store_true", help="last line: one JSON object")
+    args = parser.parse_args(argv)
+    if args.villages < 1:
+        parser.error(f"--villages must be at least 1, got {args.villages}")
+    if args.ticks < 1:
+        parser.error(f"--ticks must be at least 1, got {args.ticks}")
+    from engine.scenarios import load_scenario
+    from engine.vec_env import resolve_world
+    from npc_brains import load_policy
+    from village.cli import UserError
+    from village.cmd_eval import _override_tuning
+
+    try:
+        spec = resolve_world(args.world)
+        scenarios = [load_scenario(name) for name in args.scenarios.split(",")]
+        policy = load_policy(args.policy, seed=args.seed)
+        if args.tuning:
+            _override_tuning([(args.policy, policy)], args.tuning)
+    except (UserError, ValueError, OSError) as exc:  # bad world, scenario, policy file or tuning flag
+        parser.error(str(exc))
+    out = probe(policy, spec, scenarios, args.villages, args.seed, args.ticks)
+    n = out["witnesses"]
+    print(f"{args.policy} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
+          f"{args.ticks} ticks after the killing; safe {out['safe']}, kept away {out['kept']}, "
+          f"got away from a living killer {out['fled_living_killer']}")
+    for seq, c in out["first_activities"].items():
+        print(f"  {c:4d}  {seq}")
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
