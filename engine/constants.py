@@ -264,6 +264,8 @@ class Tuning:
     # (w_inform), and news_for_them marks a face that has not heard of it: justice reaches those who fled
     inform_grief_damping: bool = False  # True: w_inform x (1 - grief), floored at 0: the bereaved take no
     # pleasure in spreading the news, so telling falls to those the death did not wound
+    inform_emotion_damping: bool = False  # True: w_inform x (1 - anger - fear at known threats), floored at 0:
+    # while the killer is loose and near, the angry and the frightened deal with him before they spread the news
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0

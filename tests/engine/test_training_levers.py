@@ -341,6 +341,38 @@ def test_a_bereaved_teller_earns_no_telling_reward_under_grief_damping(village):
     assert Tuning().inform_grief_damping is False
 
 
+def test_an_angry_teller_earns_no_telling_reward_under_emotion_damping(village):
+    """inform_emotion_damping: the telling reward is scaled by (1 - anger - fear at known threats), floored at
+    0, so a teller still angry at a loose killer earns nothing for the news it spreads; the world is unchanged."""
+    def telling_gain(anger: float, damping: bool) -> tuple[float, int]:
+        s = VillageSim(village, 1, seed=3, scenario="none",
+                       tuning=Tuning(w_inform=2.0, inform_emotion_damping=damping))
+        player = s.player
+        s.state.alive[0, 0] = False
+        s.state.death_tick[0, 0] = 0
+        s.state.pos[0, 0] = s.state.death_pos[0, 0] = 0.0
+        s.state.knows_death[0, 1, 0] = True
+        s.state.learned_tick[0, 1, 0] = 0
+        s.state.learned_from[0, 1, 0] = -1
+        s.state.knows_threat[0, 1, player] = True
+        s.state.anger[0, 1, player] = anger
+        s.obs, s.mask = s.observer.observe()
+        slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
+        total = 0.0
+        for tick in range(20):
+            act = idle(s)
+            if tick == 0:
+                act[0, 1] = flat_action(Action.TALK, slot, s.K)
+            s.step(act)
+            total += float(s.last_reward[0, 1])
+        return total, int((s.state.learned_from[0, :, 0] == 1).sum())
+
+    angry, told = telling_gain(2.0, True)
+    assert told >= 1
+    assert angry == pytest.approx(telling_gain(2.0, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
+    assert Tuning().inform_emotion_damping is False
+
+
 def test_a_player_who_fights_back_turns_on_the_villager_who_struck_it(village):
     """fights_back: a villager's blow on the player makes the player go for that villager and land blows of that
     damage; off (0) by default, where the player takes the blow and strolls on."""
