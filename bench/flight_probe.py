@@ -20,8 +20,11 @@ import collections
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
+
+from _probe_common import add_probe_args, read_probe_args  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action  # noqa: E402
 from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
@@ -29,7 +32,7 @@ from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigge
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
 
 
-def probe(policy, spec, scenarios, villages: int, seed: int, ticks: int = 7) -> dict:
+def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, ticks: int = 7) -> dict:
     """Counts over the eligible timid witnesses: chose FLEE, outcome (safe, kept, fled from a living killer)
     and the most common first four activities after the killing."""
     from engine.scenarios import run_scenario
@@ -61,35 +64,12 @@ def probe(policy, spec, scenarios, villages: int, seed: int, ticks: int = 7) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policy", default="default", help="policy file or 'default' (default: %(default)s)")
-    parser.add_argument("--world", default="generated:12:10000",
-                        help="world id, world file or generated:N:SEED (default: %(default)s)")
-    parser.add_argument("--villages", type=int, default=16, help="villages per scenario (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=1, help="simulation seed (default: %(default)s)")
-    parser.add_argument("--scenarios", default=SCENARIOS, help="comma-separated scenario ids (default: %(default)s)")
+    add_probe_args(parser, scenarios=SCENARIOS, seed=1)
     parser.add_argument("--ticks", type=int, default=7, help="states after the killing to look at (default: 7)")
-    parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
-                        help="engine field changed on top of the policy's own world (repeatable)")
-    parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     args = parser.parse_args(argv)
-    if args.villages < 1:
-        parser.error(f"--villages must be at least 1, got {args.villages}")
     if args.ticks < 1:
         parser.error(f"--ticks must be at least 1, got {args.ticks}")
-    from engine.scenarios import load_scenario
-    from engine.vec_env import resolve_world
-    from npc_brains import load_policy
-    from village.cli import UserError
-    from village.cmd_eval import _override_tuning
-
-    try:
-        spec = resolve_world(args.world)
-        scenarios = [load_scenario(name) for name in args.scenarios.split(",")]
-        policy = load_policy(args.policy, seed=args.seed)
-        if args.tuning:
-            _override_tuning([(args.policy, policy)], args.tuning)
-    except (UserError, ValueError, OSError) as exc:  # bad world, scenario, policy file or tuning flag
-        parser.error(str(exc))
+    spec, scenarios, policy = read_probe_args(parser, args)
     out = probe(policy, spec, scenarios, args.villages, args.seed, args.ticks)
     n = out["witnesses"]
     print(f"{args.policy} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "

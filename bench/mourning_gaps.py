@@ -25,10 +25,13 @@ import collections
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
+
+from _probe_common import add_probe_args, read_probe_args  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action, Trait  # noqa: E402
 from engine.metrics import MetricParams, mourning_ticks, performed, trigger_deaths  # noqa: E402
@@ -46,21 +49,22 @@ class MournProbe:
     """Wraps a policy; records, per tick and row, whether the row could choose (more than one valid action) and
     the policy's probability of MOURN on any slot."""
 
-    def __init__(self, policy, slots: int):
+    def __init__(self, policy: Any, slots: int):
         self.policy, self.name = policy, getattr(policy, "name", "policy")
         kinds, _ = action_tables(slots)
         self.mourn = kinds == int(Action.MOURN)
         self.free: list[np.ndarray] = []
         self.p_mourn: list[np.ndarray] = []
 
-    def act(self, obs, mask, *, deterministic: bool = False, with_probs: bool = False, with_values: bool = False):
+    def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
+            with_values: bool = False) -> Any:
         out = self.policy.act(obs, mask, deterministic=deterministic, with_probs=True, with_values=with_values)
         self.free.append(mask.sum(1) > 1)
         self.p_mourn.append(out.probs[:, self.mourn].sum(1))
         return out
 
 
-def gaps(policy, spec, scenarios, villages: int, seed: int) -> dict:
+def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int) -> dict:
     """Per group: count, mean grief on learning and at the window's end, empathy, distance to the body, and the
     share of window ticks per activity (DEAD for ticks after the NPC died)."""
     from engine.scenarios import run_scenario
@@ -114,33 +118,9 @@ def gaps(policy, spec, scenarios, villages: int, seed: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policy", default="default", help="policy file or 'default' (default: %(default)s)")
-    parser.add_argument("--world", default="generated:12:10000",
-                        help="world id, world file or generated:N:SEED (default: %(default)s)")
-    parser.add_argument("--villages", type=int, default=16, help="villages per scenario (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=5, help="simulation seed (default: %(default)s)")
-    parser.add_argument("--scenarios", default="all", help="comma-separated scenario ids, or all (default)")
-    parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
-                        help="engine field changed on top of the policy's own world (repeatable)")
-    parser.add_argument("--json", action="store_true", help="last line: one JSON object")
+    add_probe_args(parser, scenarios="all", seed=5)
     args = parser.parse_args(argv)
-    if args.villages < 1:
-        parser.error(f"--villages must be at least 1, got {args.villages}")
-    from engine.scenarios import bundled_scenarios, load_scenario
-    from engine.vec_env import resolve_world
-    from npc_brains import load_policy
-    from village.cli import UserError
-    from village.cmd_eval import _override_tuning
-
-    try:
-        spec = resolve_world(args.world)
-        names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
-        scenarios = [load_scenario(name) for name in names]
-        policy = load_policy(args.policy, seed=args.seed)
-        if args.tuning:
-            _override_tuning([(args.policy, policy)], args.tuning)
-    except (UserError, ValueError, OSError) as exc:  # bad world, scenario, policy file or tuning flag
-        parser.error(str(exc))
+    spec, scenarios, policy = read_probe_args(parser, args)
     out = gaps(policy, spec, scenarios, args.villages, args.seed)
     n = out["eligible"]
     mourned = out["groups"]["mourned"]["count"]

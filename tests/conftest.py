@@ -11,6 +11,20 @@ if str(ROOT) not in sys.path:
 import pytest  # noqa: E402
 
 
+@pytest.fixture
+def bench_script():
+    """`load(name)` -> the module of bench/NAME.py, imported from its file (bench/ is not a package)."""
+    import importlib.util
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    return load
+
+
 @pytest.fixture(scope="session")
 def untrained_policy_file(tmp_path_factory):
     """`make(**train_config)` -> the policy.pt an untrained run of that configuration writes (cached per

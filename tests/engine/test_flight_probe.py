@@ -1,8 +1,5 @@
 """bench/flight_probe.py counts exactly the timid witnesses and the flights the fear metrics count."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from engine.metrics import summarize
@@ -10,18 +7,9 @@ from engine.scenarios import load_scenario, run_scenario
 from npc_brains.baselines import ScriptedPolicy
 from worlds import load_world
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("flight_probe", ROOT / "bench" / "flight_probe.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_probe_counts_what_the_fear_metrics_count():
-    bench = _bench()
+def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
+    bench = bench_script("flight_probe")
     world, scenario = load_world("village-v1"), load_scenario("kill-in-square")
     out = bench.probe(ScriptedPolicy(seed=0), world, [scenario], villages=6, seed=2)
     counts = summarize([run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=6, seed=2)])["counts"]
@@ -33,8 +21,8 @@ def test_the_probe_counts_what_the_fear_metrics_count():
     assert sum(out["first_activities"].values()) <= out["witnesses"]
 
 
-def test_bad_flags_are_one_line_errors(capsys):
-    bench = _bench()
+def test_bad_flags_are_one_line_errors(bench_script, capsys):
+    bench = bench_script("flight_probe")
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["--scenarios", "no-such-scenario"])
     assert exit_info.value.code == 2

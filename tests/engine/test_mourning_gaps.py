@@ -1,8 +1,5 @@
 """bench/mourning_gaps.py groups exactly the close relations `mourning_rate` counts."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from engine.metrics import summarize
@@ -10,18 +7,9 @@ from engine.scenarios import load_scenario, run_scenario
 from npc_brains.baselines import ScriptedPolicy
 from worlds import load_world
 
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("mourning_gaps", ROOT / "bench" / "mourning_gaps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_the_groups_add_up_to_the_mourning_metric():
-    bench = _bench()
+def test_the_groups_add_up_to_the_mourning_metric(bench_script):
+    bench = bench_script("mourning_gaps")
     world, scenario = load_world("village-v1"), load_scenario("kill-parent")
     out = bench.gaps(ScriptedPolicy(seed=0), world, [scenario], villages=4, seed=3)
     metrics = summarize([run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=4, seed=3)])
@@ -36,8 +24,8 @@ def test_the_groups_add_up_to_the_mourning_metric():
             assert 0.0 <= g["p_mourn"] <= 1.0 and 0.0 <= g["free_share"] <= 1.0 and g["learn_delay"] >= 0
 
 
-def test_bad_flags_are_one_line_errors(capsys):
-    bench = _bench()
+def test_bad_flags_are_one_line_errors(bench_script, capsys):
+    bench = bench_script("mourning_gaps")
     with pytest.raises(SystemExit) as exit_info:
         bench.main(["--world", "no-such-world"])
     assert exit_info.value.code == 2

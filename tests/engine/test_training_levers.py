@@ -311,65 +311,54 @@ def test_informing_rewards_the_teller_per_villager_told_of_a_death(village):
     assert Tuning().w_inform == 0.0
 
 
+def _telling_gain(village, tuning: Tuning, *, grief: float = 0.0, anger: float = 0.0) -> tuple[float, int]:
+    """NPC 1, who saw NPC 0 die, tells NPC 2 (one TALK, then idling): its summed reward over 20 ticks and how
+    many it told. `grief` is its grief; `anger` its anger at the player, whom it then knows as a threat."""
+    s = VillageSim(village, 1, seed=3, scenario="none", tuning=tuning)
+    s.state.alive[0, 0] = False
+    s.state.death_tick[0, 0] = 0
+    s.state.pos[0, 0] = s.state.death_pos[0, 0] = 0.0
+    s.state.knows_death[0, 1, 0] = True
+    s.state.learned_tick[0, 1, 0] = 0
+    s.state.learned_from[0, 1, 0] = -1
+    s.state.grief[0, 1] = grief
+    if anger > 0:
+        s.state.knows_threat[0, 1, s.player] = True
+        s.state.anger[0, 1, s.player] = anger
+    s.obs, s.mask = s.observer.observe()
+    slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
+    total = 0.0
+    for tick in range(20):
+        act = idle(s)
+        if tick == 0:
+            act[0, 1] = flat_action(Action.TALK, slot, s.K)
+        s.step(act)
+        total += float(s.last_reward[0, 1])
+    return total, int((s.state.learned_from[0, :, 0] == 1).sum())
+
+
 def test_a_bereaved_teller_earns_no_telling_reward_under_grief_damping(village):
     """inform_grief_damping: the telling reward is scaled by (1 - grief), floored at 0, so a teller whose grief
     is at least 1 earns nothing for the news it spreads, and one without grief earns it in full."""
-    def telling_gain(grief: float, damping: bool) -> tuple[float, int]:
-        s = VillageSim(village, 1, seed=3, scenario="none", tuning=Tuning(w_inform=2.0, inform_grief_damping=damping))
-        s.state.alive[0, 0] = False
-        s.state.death_tick[0, 0] = 0
-        s.state.pos[0, 0] = s.state.death_pos[0, 0] = 0.0
-        s.state.knows_death[0, 1, 0] = True
-        s.state.learned_tick[0, 1, 0] = 0
-        s.state.learned_from[0, 1, 0] = -1
-        s.state.grief[0, 1] = grief
-        s.obs, s.mask = s.observer.observe()
-        slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
-        total = 0.0
-        for tick in range(20):
-            act = idle(s)
-            if tick == 0:
-                act[0, 1] = flat_action(Action.TALK, slot, s.K)
-            s.step(act)
-            total += float(s.last_reward[0, 1])
-        return total, int((s.state.learned_from[0, :, 0] == 1).sum())
+    def gain(grief: float, damping: bool) -> tuple[float, int]:
+        return _telling_gain(village, Tuning(w_inform=2.0, inform_grief_damping=damping), grief=grief)
 
-    grieving, told = telling_gain(2.0, True)
+    grieving, told = gain(2.0, True)
     assert told >= 1
-    assert grieving == pytest.approx(telling_gain(2.0, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
-    assert telling_gain(0.0, True)[0] == pytest.approx(telling_gain(0.0, False)[0], rel=1e-6)
+    assert grieving == pytest.approx(gain(2.0, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
+    assert gain(0.0, True)[0] == pytest.approx(gain(0.0, False)[0], rel=1e-6)
     assert Tuning().inform_grief_damping is False
 
 
 def test_an_angry_teller_earns_no_telling_reward_under_emotion_damping(village):
     """inform_emotion_damping: the telling reward is scaled by (1 - anger - fear at known threats), floored at
     0, so a teller still angry at a loose killer earns nothing for the news it spreads; the world is unchanged."""
-    def telling_gain(anger: float, damping: bool) -> tuple[float, int]:
-        s = VillageSim(village, 1, seed=3, scenario="none",
-                       tuning=Tuning(w_inform=2.0, inform_emotion_damping=damping))
-        player = s.player
-        s.state.alive[0, 0] = False
-        s.state.death_tick[0, 0] = 0
-        s.state.pos[0, 0] = s.state.death_pos[0, 0] = 0.0
-        s.state.knows_death[0, 1, 0] = True
-        s.state.learned_tick[0, 1, 0] = 0
-        s.state.learned_from[0, 1, 0] = -1
-        s.state.knows_threat[0, 1, player] = True
-        s.state.anger[0, 1, player] = anger
-        s.obs, s.mask = s.observer.observe()
-        slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
-        total = 0.0
-        for tick in range(20):
-            act = idle(s)
-            if tick == 0:
-                act[0, 1] = flat_action(Action.TALK, slot, s.K)
-            s.step(act)
-            total += float(s.last_reward[0, 1])
-        return total, int((s.state.learned_from[0, :, 0] == 1).sum())
+    def gain(anger: float, damping: bool) -> tuple[float, int]:
+        return _telling_gain(village, Tuning(w_inform=2.0, inform_emotion_damping=damping), anger=anger)
 
-    angry, told = telling_gain(2.0, True)
+    angry, told = gain(2.0, True)
     assert told >= 1
-    assert angry == pytest.approx(telling_gain(2.0, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
+    assert angry == pytest.approx(gain(2.0, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
     assert Tuning().inform_emotion_damping is False
 
 

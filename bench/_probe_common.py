@@ -1,0 +1,42 @@
+"""What the policy probes (mourning_gaps.py, flight_probe.py) share: their command line and how it is read."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_probe_args(parser: argparse.ArgumentParser, *, scenarios: str, seed: int) -> None:
+    """--policy, --world, --villages, --seed, --scenarios, --tuning and --json, with these defaults."""
+    parser.add_argument("--policy", default="default", help="policy file or 'default' (default: %(default)s)")
+    parser.add_argument("--world", default="generated:12:10000",
+                        help="world id, world file or generated:N:SEED (default: %(default)s)")
+    parser.add_argument("--villages", type=int, default=16, help="villages per scenario (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=seed, help="simulation and policy seed (default: %(default)s)")
+    parser.add_argument("--scenarios", default=scenarios,
+                        help="comma-separated scenario ids, or all (default: %(default)s)")
+    parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
+                        help="engine field changed on top of the policy's own world (repeatable)")
+    parser.add_argument("--json", action="store_true", help="last line: one JSON object")
+
+
+def read_probe_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, list[Any], Any]:
+    """(world spec, scenarios, policy) from the parsed flags; a bad flag exits with a one-line error (code 2)."""
+    if args.villages < 1:
+        parser.error(f"--villages must be at least 1, got {args.villages}")
+    from engine.scenarios import bundled_scenarios, load_scenario
+    from engine.vec_env import resolve_world
+    from npc_brains import load_policy
+    from village.cli import UserError
+    from village.cmd_eval import _override_tuning
+
+    try:
+        spec = resolve_world(args.world)
+        names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
+        scenarios = [load_scenario(name) for name in names]
+        policy = load_policy(args.policy, seed=args.seed)  # seeded: the same flags give the same figures
+        if args.tuning:
+            _override_tuning([(args.policy, policy)], args.tuning)
+    except (UserError, ValueError, OSError) as exc:  # bad world, scenario, policy file or tuning flag
+        parser.error(str(exc))
+    return spec, scenarios, policy
