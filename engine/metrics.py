@@ -533,8 +533,8 @@ def reached_safety(trace: Trace, b: int, i: int, k: int, t_event: int, safe: flo
 
 
 def _timid_who_know(trace: Trace, p: MetricParams, d: Death) -> tuple[np.ndarray, np.ndarray]:
-    """(timid, witness), each (N,): timid NPCs alive just after death d (killer and victim excluded) that saw it
-    or heard of it, and which of them saw it (learned it first-hand at the death's step)."""
+    """(knows, witness), each (N,) bool: the timid NPCs alive just after death d (killer and victim excluded)
+    that saw it or heard of it, and which of them saw it (learned it first-hand at the death's step)."""
     b, v = d.village, d.victim
     alive_then = trace.alive[d.step + 1, b, : trace.N]
     timid = trace.traits[b, :, Trait.BRAVERY] <= p.timid
