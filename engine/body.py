@@ -254,12 +254,16 @@ def npcs_act(v: Village, ctx: TickContext, mask: np.ndarray, slot_entity: np.nda
 
 
 # ------------------------------------------------------------------ the non-NPC actors
-def nearest_villager(v: Village, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
-    """For entity e in each of `villages`: the nearest living NPC not hiding at home, and its distance (inf if
-    none)."""
+def nearest_villager(v: Village, villages: np.ndarray, e: int,
+                     among: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For entity e in each of `villages`: the nearest living NPC not hiding at home (and, given `among`
+    (len(villages), N), one of those), and its distance (inf if none)."""
     s, N = v.state, v.N
     d = length(s.pos[villages, :N] - s.pos[villages, e][:, None])
-    d = np.where(s.alive[villages, :N] & ~v.hiding[villages], d, np.inf)
+    eligible = s.alive[villages, :N] & ~v.hiding[villages]
+    if among is not None:
+        eligible = eligible & among
+    d = np.where(eligible, d, np.inf)
     prey = np.argmin(d, 1)
     return prey, d[np.arange(len(villages)), prey]
 

@@ -192,6 +192,9 @@ class Tuning:
     rampage_at_scene: bool = False  # True: a rampaging killer's next hunt starts at the scene, once it has lingered
     hunt_nearest: bool = False  # True: a killer still loose takes the nearest villager in his sight for his next
     # planned killing (training scenario `mixed`), so that keeping away from a known killer keeps one alive
+    hunt_afraid: float = 0.0  # > 0: a loose killer choosing his next prey (hunt_nearest, a rampage) takes the nearest
+    # villager in his sight whose fear of him is at least this, if there is one: he goes for those who fear him (who
+    # saw him kill and stayed), not for those who stand up to him (0 = off: the nearest, whoever it is)
     work_energy_factor: float = 1.5  # energy drains this much faster while working
     talk_gain: float = 0.2
     work_output: float = 0.012  # granary fraction per worker-tick at diligence 1

@@ -113,7 +113,7 @@ class KillingCurriculum:
                 continue
             victim = int(self.kill_victim[b, k])
             if k > 0 and v.t.hunt_nearest:  # a killer already known: whoever stays near him is in danger
-                prey, dist = nearest_villager(v, np.array([b]), player)
+                prey, dist = killer_prey(v, np.array([b]), player)
                 if dist[0] <= v.w.sight_radius[b]:
                     victim = int(prey[0])
             if not s.alive[b, victim]:  # already dead: the killer picks another villager
@@ -139,7 +139,7 @@ class KillingCurriculum:
             return
         s, w = v.state, v.w
         villages = np.flatnonzero(rampaging)
-        prey, dist = nearest_villager(v, villages, v.N + m)
+        prey, dist = killer_prey(v, villages, v.N + m)
         seen = dist <= w.sight_radius[villages]
         vb = villages[seen]
         mode[vb] = ActorMode.HUNT
@@ -150,6 +150,18 @@ class KillingCurriculum:
             pick = v.rng.integers(0, w.hangout_pos.shape[1], len(roam))
             s.actor_dest[roam, m] = w.hangout_pos[roam, pick]
             mode[roam] = ActorMode.STROLL
+
+
+def killer_prey(v: Village, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
+    """The villager killer e goes for next in each of `villages`, and its distance: the nearest one in his sight
+    who fears him (fear >= Tuning.hunt_afraid) when that is on and there is one, else the nearest."""
+    prey, dist = nearest_villager(v, villages, e)
+    if v.t.hunt_afraid <= 0:
+        return prey, dist
+    afraid = v.state.fear[villages, :v.N, e] >= v.t.hunt_afraid
+    prey_afraid, dist_afraid = nearest_villager(v, villages, e, among=afraid)
+    take = dist_afraid <= v.w.sight_radius[villages]
+    return np.where(take, prey_afraid, prey), np.where(take, dist_afraid, dist)
 
 
 def scenario_driver(v: Village, scenario: str, kill_window: tuple[int, int]) -> ScenarioDriver | None:

@@ -432,6 +432,30 @@ def test_a_loose_killer_can_take_the_nearest_villager_next(village):
         assert [c.target for c in sim.commands] == [planned_later]
 
 
+def test_a_loose_killer_can_go_for_those_who_fear_him(village):
+    """hunt_afraid: the next prey is the nearest villager in the killer's sight whose fear of him reaches the
+    threshold (a farther one who fears him beats a nearer one who does not); with nobody afraid in sight, the
+    nearest; off, the nearest whatever the fear."""
+    for threshold in (0.0, 0.3):
+        sim = VillageSim(village, 1, seed=2, scenario="mixed", tuning=Tuning(hunt_nearest=True, hunt_afraid=threshold))
+        s, player, m, d, N = sim.state, sim.player, sim.player - sim.N, sim.driver, sim.N
+        far = s.pos[0, :N].max(0) + 3 * sim.w.sight_radius[0]  # away from everyone else
+        s.pos[0, 2], s.pos[0, 3] = far, far + np.array([0.0, 1.0])
+        s.pos[0, player] = far + np.array([0.0, -0.5])  # NPC 2 is nearest, NPC 3 a little farther
+        s.fear[0, :, player] = 0.0
+        s.fear[0, 3, player] = 0.5  # only NPC 3 fears him
+        d.kill_tick[0] = [-1, s.tick[0], -1]
+        d.kill_victim[0] = [-1, 7, -1]
+        s.actor_mode[0, m] = ActorMode.IDLE
+        sim.commands.clear()
+        d.before_tick(sim)
+        assert [c.target for c in sim.commands] == [3 if threshold else 2]
+        s.fear[0, 3, player] = 0.1  # below the threshold: nobody in sight is afraid enough, so the nearest
+        sim.commands.clear()
+        d.before_tick(sim)
+        assert [c.target for c in sim.commands] == [2]
+
+
 def test_news_of_a_dead_killer_is_news_to_those_who_feared_him_under_inform_threat_deaths(village, monkeypatch):
     """inform_threat_deaths: telling a villager that the player, whom the teller knew as a killer, is dead earns
     the telling reward, and the hearer's slot shows news for its face; off, neither (the death is an actor's)."""
