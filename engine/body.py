@@ -382,6 +382,20 @@ def record_hits(v: Village, ctx: TickContext) -> None:
                              s.death_pos[db, de, 1])
 
 
+def lay_out_the_dead(v: Village) -> None:
+    """With Tuning.wake_at_home, a villager's body is carried home that many ticks after the death and lies
+    there: mourners go to the house, and those who come home find it."""
+    t = v.t
+    if t.wake_at_home <= 0:  # off by default: nothing added to the tick
+        return
+    s, N = v.state, v.N
+    due = ~s.alive[:, :N] & (s.death_tick[:, :N] >= 0) & (s.tick[:, None] - s.death_tick[:, :N] == t.wake_at_home)
+    if due.any():
+        home = v.w.home_pos
+        s.pos[:, :N] = np.where(due[..., None], home, s.pos[:, :N])
+        s.death_pos[:, :N] = np.where(due[..., None], home, s.death_pos[:, :N])
+
+
 def resolve_combat(v: Village, ctx: TickContext) -> None:
     """Damage is dealt; the dying die where they stand, credited to the killing blow's attacker."""
     s, N = v.state, v.N

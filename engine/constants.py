@@ -235,6 +235,8 @@ class Tuning:
     fear_half_life: float = 12.0  # while the threat is near (within fear_near x sight radius)
     fear_safe_half_life: float = 3.0  # once it is farther (or dead): safety brings relief
     joy_half_life: float = 24.0
+    wake_at_home: int = 0  # > 0: a dead villager's body is carried home this many ticks after the death and lies
+    # there (a wake): MOURN goes to the house, and whoever comes home finds it (0 = off: it lies where it fell)
     # coping relief per performing tick (multiplicative, personality-weighted)
     mourn_relief: float = 0.2
     mourn_relief_linear: bool = False  # True: a mourning tick eases mourn_relief x (0.5 + empathy) of grief, not

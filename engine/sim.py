@@ -112,6 +112,7 @@ class VillageSim(Village):
         body.npcs_act(self, ctx, self.mask, self.observer.slot_entity)
         body.move_actors(self, ctx, self.driver)
         body.resolve_combat(self, ctx)
+        body.lay_out_the_dead(self)
         mind.feel_attacks(self, ctx)
         mind.note_first_hand(self, ctx, mind.perceive(self, ctx))
         mind.spread_news(self, ctx)

@@ -432,6 +432,39 @@ def test_a_loose_killer_can_take_the_nearest_villager_next(village):
         assert [c.target for c in sim.commands] == [planned_later]
 
 
+def test_with_a_wake_the_body_is_carried_home_and_mourners_go_there(village):
+    """wake_at_home: the body lies where it fell until that many ticks after the death, then at the victim's
+    home (where MOURN leads); off, it stays where it fell."""
+    for wake in (0, 3):
+        sim = VillageSim(village, 1, seed=3, scenario="none", tuning=Tuning(wake_at_home=wake))
+        s, N, victim = sim.state, sim.N, 4
+        home = sim.w.home_pos[0, victim].copy()
+        s.pos[0, victim] = home + np.array([5.0, 5.0], np.float32)  # away from home
+        fell = s.pos[0, victim].copy()
+        sim.command(0, "player", "kill", victim)
+        for _ in range(40):
+            sim.step(idle(sim))
+            if not s.alive[0, victim]:
+                break
+        assert not s.alive[0, victim]
+        died = int(s.death_tick[0, victim])
+        assert np.allclose(s.death_pos[0, victim], s.pos[0, victim])
+        while s.tick[0] - died < 6:
+            sim.step(idle(sim))
+        where = home if wake else s.death_pos[0, victim]
+        assert np.allclose(s.pos[0, victim], where) and np.allclose(s.death_pos[0, victim], where)
+        assert wake or np.allclose(where, fell)
+        s.knows_death[0, :N, victim] = s.alive[0, :N]  # everyone hears
+        sim.step(idle(sim))
+        shows = sim.observer.slot_entity[0] == victim
+        mourner = int(np.flatnonzero(shows.any(1) & s.alive[0, :N] & ~s.busy[0])[0])  # a free villager who sees it
+        slot = int(np.flatnonzero(shows[mourner])[0])
+        acts = idle(sim)
+        acts[0, mourner] = flat_action(Action.MOURN, slot, sim.K)
+        sim.step(acts)
+        assert s.activity[0, mourner] == Action.MOURN and np.allclose(s.dest[0, mourner], where)
+
+
 def test_a_loose_killer_can_go_for_those_who_fear_him(village):
     """hunt_afraid: the next prey is the nearest villager in the killer's sight whose fear of him reaches the
     threshold (a farther one who fears him beats a nearer one who does not); with nobody afraid in sight, the
