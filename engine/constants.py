@@ -274,5 +274,8 @@ class Tuning:
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0
+    avenger_not_feared: bool = False  # True: a witness who knew the victim was a threat (the killer, a raider) does
+    # not take the one who killed it for a threat, as a blow on a known threat is not (feel_attacks): justice, not
+    # danger. False: the rule of the bundled policies' world, in which the villager who kills the killer is feared
     attack_needs_grievance: bool = True  # ATTACK is masked unless the NPC knows a threat, is angry at it, or is a rival
     w_alive: float = 3.0  # being alive is worth something, even in grief and anger: else dying ends a stream of costs

@@ -336,6 +336,7 @@ def perceive(
     learned: np.ndarray,  # (B, N) bool out: learned of a new threat
     out: np.ndarray,  # (B * N * E, 4) int64 out rows: village, npc, subject, culprit (-1 unknown)
     how: np.ndarray,  # (B * N * E,) int64 out: HOW_WITNESSED (0) or HOW_FOUND_BODY (1)
+    justice: bool = False,  # a known threat's killer is not taken for a threat (Tuning.avenger_not_feared)
 ) -> int:
     """First-hand perception: witnesses within sight of a death see it and its culprit; NPCs passing
     within body_radius of a body find it; raiders on the map within sight are known threats.
@@ -380,7 +381,8 @@ def perceive(
                         out[count, 3] = culprit
                         how[count] = 0
                         count += 1
-                        if culprit >= 0 and culprit != i and not (
+                        justice_done = justice and (knows_threat[b, i, e] or seen_threat[b, i, e])
+                        if culprit >= 0 and culprit != i and not justice_done and not (
                                 knows_threat[b, i, culprit] or seen_threat[b, i, culprit]):
                             seen_threat[b, i, culprit] = True
                             learned[b, i] = True

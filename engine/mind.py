@@ -150,6 +150,7 @@ def perceive(v: Village, ctx: TickContext) -> tuple[np.ndarray, ...] | None:
     count = perceive_kernel(
         s.pos, s.alive, s.present, ctx.just_died, dead_body, s.killer, v.is_raider, ctx.awake, w.sight_radius,
         t.body_discovery_radius, s.knows_death, s.knows_threat, ctx.seen_threat, ctx.learned, rows[:, :4], how,
+        t.avenger_not_feared,
     )
     if not count:
         return None

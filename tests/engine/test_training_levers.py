@@ -197,6 +197,28 @@ def test_learning_that_the_killer_died_relieves_anger(village):
     assert sim.state.anger[0, 1, player] < 1.0 - Tuning().justice_relief + 0.05
 
 
+def test_the_villager_who_kills_a_known_killer_is_not_feared_under_avenger_not_feared(village):
+    """avenger_not_feared: a witness who knew the player was a threat does not take the villager who kills him
+    for one (justice, as for a blow on a known threat); a witness who did not know does. Off: both do."""
+    for on in (False, True):
+        sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(avenger_not_feared=on))
+        s, player = sim.state, sim.player
+        s.health[0, player] = 0.01
+        s.pos[0, player] = s.pos[0, 1] + np.array([0.5, 0.0], np.float32)
+        s.pos[0, 2] = s.pos[0, player] + np.array([0.5, 0.0], np.float32)
+        s.pos[0, 3] = s.pos[0, 1] + np.array([0.0, 0.5], np.float32)  # NPC 3 watches too, knowing nothing
+        s.knows_threat[0, 1, player] = s.knows_threat[0, 2, player] = True
+        s.knows_threat[0, 3, player] = False
+        sim.obs, sim.mask = sim.observer.observe()
+        slot = int(np.flatnonzero(sim.observer.slot_entity[0, 2] == player)[0])
+        actions = idle(sim)
+        actions[0, 2] = flat_action(Action.ATTACK, slot, sim.K)  # NPC 2 kills the player before NPCs 1 and 3
+        sim.step(actions)
+        assert not s.alive[0, player] and s.knows_death[0, 1, player] and s.knows_death[0, 3, player]
+        assert s.knows_threat[0, 1, 2] == (not on)
+        assert s.knows_threat[0, 3, 2]
+
+
 def test_attack_needs_a_grievance(village):
     sim = VillageSim(village, 1, seed=0, scenario="none")
     player = sim.player
