@@ -192,6 +192,8 @@ class Tuning:
     rampage_at_scene: bool = False  # True: a rampaging killer's next hunt starts at the scene, once it has lingered
     hunt_nearest: bool = False  # True: a killer still loose takes the nearest villager in his sight for his next
     # planned killing (training scenario `mixed`), so that keeping away from a known killer keeps one alive
+    rampage_linger: int = -1  # >= 0: a rampaging killer orders his next killing from the scene after lingering this
+    # many ticks over his victim (0: at once), his prey chosen as for any hunt; -1 = off (he lingers, then strolls)
     hunt_afraid: float = 0.0  # > 0: a loose killer choosing his next prey (hunt_nearest, a rampage) takes the nearest
     # villager in his sight whose fear of him is at least this, if there is one: he goes for those who fear him (who
     # saw him kill and stayed), not for those who stand up to him (0 = off: the nearest, whoever it is)

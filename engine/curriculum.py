@@ -122,11 +122,29 @@ class KillingCurriculum:
                     continue
                 victim = int(living[v.rng.integers(len(living))])
             v.command(b, player, "kill", victim)
+        if v.t.rampage_linger >= 0:  # off by default: a rampage's next hunt waits for the end of the lingering
+            self.hunt_from_the_scene(v)
         if v.t.curriculum_raid > 0:  # off by default: nothing added to the tick
             for b in np.flatnonzero(self.raid_tick == s.tick).tolist():
                 band = v.raider_cols[s.alive[b, v.raider_cols]]
                 if len(band):  # a slain raider stays dead; the survivors come
                     v.command(b, int(band[0]), "raid")
+
+    def hunt_from_the_scene(self, v: Village) -> None:
+        """Tuning.rampage_linger: a rampaging killer who has lingered that many ticks over his victim orders his
+        next killing from the scene, the prey chosen as for any hunt (killer_prey), when someone is in sight."""
+        s, N, player = v.state, v.N, v.player
+        m = player - N
+        lingering = ((self.rampage > 0) & (s.actor_mode[:, m] == ActorMode.LINGER) & s.alive[:, player]
+                     & (s.actor_timer[:, m] <= v.t.linger_ticks - v.t.rampage_linger))
+        if not lingering.any():
+            return
+        villages = np.flatnonzero(lingering)
+        prey, dist = killer_prey(v, villages, player)
+        seen = dist <= v.w.sight_radius[villages]
+        for b, victim in zip(villages[seen].tolist(), prey[seen].tolist(), strict=True):
+            v.command(b, player, "kill", victim)
+            self.rampage[b] -= 1
 
     def on_arrival(self, v: Village, m: int, strolled_in: np.ndarray, mode: np.ndarray) -> None:
         """A killer on a rampage, arrived at a public place, hunts the nearest living villager in sight; with

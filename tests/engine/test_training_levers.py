@@ -511,6 +511,27 @@ def test_a_loose_killer_can_go_for_those_who_fear_him(village):
         assert [c.target for c in sim.commands] == [2]
 
 
+def test_a_rampaging_killer_can_hunt_again_from_the_scene_at_once(village):
+    """rampage_linger=0: the tick after his killing, a rampaging killer orders the next one, on the villager in
+    his sight who fears him (hunt_afraid); off (-1) he lingers over the body and gives no order."""
+    for linger in (-1, 0):
+        sim = VillageSim(village, 1, seed=2, scenario="mixed",
+                         tuning=Tuning(rampage_linger=linger, hunt_afraid=0.3, curriculum_rampage=1.0))
+        s, player, m, d = sim.state, sim.player, sim.player - sim.N, sim.driver
+        d.kill_tick[0] = -1
+        d.rampage[0] = 1
+        s.actor_mode[0, m], s.actor_timer[0, m] = ActorMode.LINGER, sim.t.linger_ticks - 1  # he killed last tick
+        s.pos[0, 5] = s.pos[0, player] + np.array([1.0, 0.0], np.float32)
+        s.fear[0, :, player] = 0.0
+        s.fear[0, 5, player] = 1.0
+        sim.commands.clear()
+        d.before_tick(sim)
+        if linger < 0:
+            assert not sim.commands and d.rampage[0] == 1
+        else:
+            assert [(c.op, c.target) for c in sim.commands] == [("kill", 5)] and d.rampage[0] == 0
+
+
 def test_news_of_a_dead_killer_is_news_to_those_who_feared_him_under_inform_threat_deaths(village, monkeypatch):
     """inform_threat_deaths: telling a villager that the player, whom the teller knew as a killer, is dead earns
     the telling reward, and the hearer's slot shows news for its face; off, neither (the death is an actor's)."""
