@@ -228,6 +228,7 @@ def perform(v: Village, ctx: TickContext) -> np.ndarray:
         bb, ii = np.nonzero(blows)
         tt = s.target[bb, ii]
         dmg = t.blow_damage + t.blow_damage_aggression * p.aggression[bb, ii]
+        dmg = np.where(v.armoured[bb, tt], 0.0, dmg)  # the blow lands (anger eases) and does no harm
         ctx.hits.add(bb, ii, tt, grudge_cause(v, bb, ii, tt))
         accumulate_hits(v, ctx, bb, ii, tt, dmg)
     return perf

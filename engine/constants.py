@@ -189,6 +189,9 @@ class Tuning:
     work_at_night: bool = True  # False: the workplaces close from 22:00 to 06:00 (WORK is masked)
     curriculum_raid: float = 0.0  # training scenario `mixed`: share of episodes with a raid in the kill window
     curriculum_rampage: float = 0.25  # training scenario `mixed`: share of episodes whose killer goes on a rampage
+    curriculum_armoured: float = 0.0  # training scenario `mixed`: share of episodes whose killer is armoured (blows on
+    # him land and ease anger but do no harm) and rampages: a threat the crowd cannot end, from which only getting
+    # away keeps the afraid alive (0 = off)
     rampage_at_scene: bool = False  # True: a rampaging killer's next hunt starts at the scene, once it has lingered
     hunt_nearest: bool = False  # True: a killer still loose takes the nearest villager in his sight for his next
     # planned killing (training scenario `mixed`), so that keeping away from a known killer keeps one alive

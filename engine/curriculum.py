@@ -7,7 +7,8 @@ arrives where it strolled to (the body's `ActorDirector` hook). Drivers for `Vil
 - `world`: the world file's scenario events (village-v1: the player kills Alda at tick 30);
 - `random_kill`: the player kills one random villager at a random tick of the kill window;
 - `mixed` (the training curriculum): 1-3 killings an episode, sometimes a rampage (the killer strolls to a
-  public place and hunts whoever is nearest), and with `Tuning.curriculum_raid` a raid in the kill window.
+  public place and hunts whoever is nearest), with `Tuning.curriculum_raid` a raid in the kill window, and with
+  `Tuning.curriculum_armoured` a killer the villagers' blows cannot harm, who rampages.
 
 The bundled emergence scenarios (engine/scenarios.py) drive a sim the same way, from outside.
 """
@@ -98,6 +99,11 @@ class KillingCurriculum:
             if t.curriculum_raid > 0 and len(v.raider_cols):  # no draw when off: same trajectories
                 raided = rng.random(B) < t.curriculum_raid
                 raid_tick[:] = np.where(raided, rng.integers(lo, hi, B), -1)
+            if t.curriculum_armoured > 0:  # no draw when off: same trajectories
+                armoured = rng.random(B) < t.curriculum_armoured
+                rampage[:] = np.where(armoured, RAMPAGE_HUNTS[1] - 1, rampage)
+                v.armoured[villages if villages is not None else slice(None), v.player] = (
+                    armoured if villages is None else armoured[villages])
         rows = slice(None) if villages is None else villages
         self.kill_tick[rows] = kill_tick[rows]
         self.kill_victim[rows] = kill_victim[rows]

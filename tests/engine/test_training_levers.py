@@ -532,6 +532,33 @@ def test_a_rampaging_killer_can_hunt_again_from_the_scene_at_once(village):
             assert [(c.op, c.target) for c in sim.commands] == [("kill", 5)] and d.rampage[0] == 0
 
 
+def test_an_armoured_killer_takes_blows_that_do_no_harm_and_rampages(village):
+    """curriculum_armoured: that share of `mixed` villages get a killer whom villagers' blows cannot harm (the
+    blow still lands and eases anger) and who rampages; off, nobody is armoured and no draw is made."""
+    off = VillageSim(village, 64, seed=4, scenario="mixed")
+    assert not off.armoured.any()
+    same = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_armoured=0.0))
+    assert (same.driver.kill_tick == off.driver.kill_tick).all()  # off: the same draws as before the lever
+    sim = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_armoured=0.5))
+    player = sim.player
+    armoured = sim.armoured[:, player]
+    assert 10 < armoured.sum() < 54 and not sim.armoured[:, :player].any()
+    assert (sim.driver.rampage[armoured] >= 1).all()
+    b = int(np.flatnonzero(armoured)[0])
+    s = sim.state
+    s.pos[b, player] = s.pos[b, 2] + np.array([0.5, 0.0], np.float32)
+    s.knows_threat[b, 2, player] = True
+    s.anger[b, 2, player] = 1.0
+    sim.obs, sim.mask = sim.observer.observe()
+    slot = int(np.flatnonzero(sim.observer.slot_entity[b, 2] == player)[0])
+    actions = np.zeros((sim.B, sim.N), np.int64)
+    actions[b, 2] = flat_action(Action.ATTACK, slot, sim.K)
+    health = s.health[b, player]
+    sim.step(actions)
+    assert s.health[b, player] == health and s.alive[b, player]
+    assert s.anger[b, 2, player] < 0.6  # the blow landed: anger halved
+
+
 def test_news_of_a_dead_killer_is_news_to_those_who_feared_him_under_inform_threat_deaths(village, monkeypatch):
     """inform_threat_deaths: telling a villager that the player, whom the teller knew as a killer, is dead earns
     the telling reward, and the hearer's slot shows news for its face; off, neither (the death is an actor's)."""
