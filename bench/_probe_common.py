@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -18,6 +21,17 @@ def add_probe_args(parser: argparse.ArgumentParser, *, scenarios: str, seed: int
     parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
                         help="engine field changed on top of the policy's own world (repeatable)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
+
+
+@contextmanager
+def tick_progress(scenarios: list[Any], quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A progress bar over the scenarios' ticks (stderr); yields the per-tick callback for run_scenario."""
+    from tqdm import tqdm
+
+    with tqdm(total=sum(s.ticks for s in scenarios), desc="probe", unit="tick", file=sys.stderr,
+              disable=quiet, leave=False) as bar:
+        yield lambda _tick: bar.update()
 
 
 def read_probe_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[Any, list[Any], Any]:

@@ -19,12 +19,13 @@ import argparse
 import collections
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, read_probe_args  # noqa: E402
+from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action  # noqa: E402
 from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
@@ -32,7 +33,8 @@ from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigge
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
 
 
-def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, ticks: int = 7) -> dict:
+def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, ticks: int = 7,
+          on_tick: Callable[[int], None] | None = None) -> dict:
     """Counts over the eligible timid witnesses: chose FLEE, outcome (safe, kept, fled from a living killer)
     and the most common first four activities after the killing."""
     from engine.scenarios import run_scenario
@@ -44,7 +46,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     first: collections.Counter = collections.Counter()
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy))
+                             tuning=policy_tuning(policy), on_tick=on_tick)
         for d in trigger_deaths(trace):
             b, k = d.village, d.killer
             safe = trace.safe_distance[b]
@@ -70,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.ticks < 1:
         parser.error(f"--ticks must be at least 1, got {args.ticks}")
     spec, scenarios, policy = read_probe_args(parser, args)
-    out = probe(policy, spec, scenarios, args.villages, args.seed, args.ticks)
+    with tick_progress(scenarios, args.quiet) as on_tick:
+        out = probe(policy, spec, scenarios, args.villages, args.seed, args.ticks, on_tick)
     n = out["witnesses"]
     print(f"{args.policy} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
           f"{args.ticks} ticks after the killing; safe {out['safe']}, kept away {out['kept']}, "

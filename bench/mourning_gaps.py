@@ -24,6 +24,7 @@ import argparse
 import collections
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, read_probe_args  # noqa: E402
+from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action, Trait  # noqa: E402
 from engine.metrics import MetricParams, mourning_ticks, performed, trigger_deaths  # noqa: E402
@@ -64,7 +65,8 @@ class MournProbe:
         return out
 
 
-def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int) -> dict:
+def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
+         on_tick: Callable[[int], None] | None = None) -> dict:
     """Per group: count, mean grief on learning and at the window's end, empathy, distance to the body, and the
     share of window ticks per activity (DEAD for ticks after the NPC died)."""
     from engine.scenarios import run_scenario
@@ -79,7 +81,7 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int)
     for scenario in scenarios:
         probe = MournProbe(policy, policy_slots(policy))
         trace = run_scenario(probe, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy))
+                             tuning=policy_tuning(policy), on_tick=on_tick)
         free = np.asarray(probe.free).reshape(-1, trace.B, trace.N)
         p_mourn = np.asarray(probe.p_mourn).reshape(-1, trace.B, trace.N)
         acted, kind, target = performed(trace)
@@ -121,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     add_probe_args(parser, scenarios="all", seed=5)
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
-    out = gaps(policy, spec, scenarios, args.villages, args.seed)
+    with tick_progress(scenarios, args.quiet) as on_tick:
+        out = gaps(policy, spec, scenarios, args.villages, args.seed, on_tick)
     n = out["eligible"]
     mourned = out["groups"]["mourned"]["count"]
     print(f"{args.policy} on {args.world}: {mourned} of {n} eligible close relations mourned"
