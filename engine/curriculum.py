@@ -102,9 +102,9 @@ class KillingCurriculum:
             if t.curriculum_armoured > 0:  # no draw when off: same trajectories
                 armoured = rng.random(B) < t.curriculum_armoured
                 rampage[:] = np.where(armoured, RAMPAGE_HUNTS[1] - 1, rampage)
-                v.armoured[villages if villages is not None else slice(None), v.player] = (
-                    armoured if villages is None else armoured[villages])
         rows = slice(None) if villages is None else villages
+        if v.player >= 0 and self.mixed and t.curriculum_armoured > 0:
+            v.armoured[rows, v.player] = armoured[rows]
         self.kill_tick[rows] = kill_tick[rows]
         self.kill_victim[rows] = kill_victim[rows]
         self.rampage[rows] = rampage[rows]
