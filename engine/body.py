@@ -165,10 +165,13 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     flee_dest = np.clip(npc_pos + away / np.maximum(away_len, FLEE_EPS) * t.flee_distance, 0, w.size[:, None, :])
     fleeing = act == Action.FLEE
     to_home = np.zeros_like(fleeing)
+    safe = w.sight_radius[:, None] * t.safe_distance_factor
     if t.flee_home:  # a refuge: home, when the way there leads away from the threat (not past it)
         homeward = w.home_pos - npc_pos
-        away_home = (homeward * away).sum(-1) >= 0
-        to_home = fleeing & (away_home | (length(homeward) <= t.reach) | s.performing)  # at home: stays put
+        refuge = ((homeward * away).sum(-1) >= 0) | (length(homeward) <= t.reach)  # at home: stays put
+        if t.refuge_out_of_sight:  # a door the killer can see from where he stands shuts out no one: run on
+            refuge &= length(w.home_pos - target_pos) >= safe
+        to_home = fleeing & (refuge | s.performing)  # once hidden, hidden: the hunts pass the house over
         flee_dest = np.where(to_home[..., None], w.home_pos, flee_dest)
     dest = s.dest
     dest = np.where((act == Action.WORK)[..., None], w.work_pos, dest)
@@ -189,7 +192,6 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     s.performing |= arrived
     s.travel_left = s.travel_left - moving
     # a flight straight away ends when the threat is a safe distance away; one home ends when hiding there has
-    safe = w.sight_radius[:, None] * t.safe_distance_factor
     flee_done = s.busy & fleeing & ~to_home & (length(new_pos - target_pos) >= safe)
     gave_up = moving & ~arrived & (s.travel_left <= 0)
     s.busy &= ~(flee_done | gave_up)

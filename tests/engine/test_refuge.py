@@ -169,3 +169,37 @@ def test_a_flight_that_makes_grief_wait_is_no_relief():
     # (0.5 + empathy) x reward_scale on top of it
     sting = (0.5 + float(Personality.of(sim.w.traits).empathy[0, cai])) * 0.8 * sim.t.reward_scale
     assert rewards[1] - rewards[0] < sting * 1.5
+
+
+def test_a_home_within_the_killers_sight_is_no_refuge_under_refuge_out_of_sight():
+    """Tuning.refuge_out_of_sight: the flight runs straight away, past a home the killer can see, until safe; a
+    home out of his sight is still a refuge."""
+    for gap, out_of_sight in ((6.0, False), (9.0, True)):  # home 9 from the killer (inside sight 10), or 12
+        sim = make_sim(flee_home=True, refuge_out_of_sight=True)
+        cai, player = ent(sim, "Cai"), sim.player
+        s, home = sim.state, sim.w.home_pos[0, cai]
+        afraid_near_home(sim, cai, gap=gap)
+        safe = sim.w.sight_radius[0] * sim.t.safe_distance_factor
+        assert (np.linalg.norm(home - s.pos[0, player]) >= safe) == out_of_sight
+        sim.step(flee(sim, cai))
+        hid = False
+        for _ in range(12):
+            hid |= bool(sim.hiding[0, cai])
+            if hid or not s.busy[0, cai]:
+                break
+            sim.step(idle(sim))
+        assert hid == out_of_sight
+        if not out_of_sight:  # it ran on past its door and stopped once out of the killer's sight
+            assert not s.busy[0, cai]
+            assert np.linalg.norm(s.pos[0, cai] - s.pos[0, player]) >= safe
+            assert np.linalg.norm(s.pos[0, cai] - home) > 1.0
+    # without the lever, the same near home is a refuge
+    sim = make_sim(flee_home=True)
+    cai = ent(sim, "Cai")
+    afraid_near_home(sim, cai, gap=6.0)
+    sim.step(flee(sim, cai))
+    for _ in range(12):
+        if sim.hiding[0, cai]:
+            break
+        sim.step(idle(sim))
+    assert sim.hiding[0, cai]
