@@ -165,7 +165,7 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     flee_dest = np.clip(npc_pos + away / np.maximum(away_len, FLEE_EPS) * t.flee_distance, 0, w.size[:, None, :])
     fleeing = act == Action.FLEE
     to_home = np.zeros_like(fleeing)
-    safe = w.sight_radius[:, None] * t.safe_distance_factor
+    safe = w.sight_radius[:, None] * t.safe_distance_factor * t.flee_margin  # where a flight may stop
     if t.flee_home:  # a refuge: home, when the way there leads away from the threat (not past it)
         homeward = w.home_pos - npc_pos
         refuge = ((homeward * away).sum(-1) >= 0) | (length(homeward) <= t.reach)  # at home: stays put

@@ -166,6 +166,8 @@ class Tuning:
     flee_home: bool = False  # True: FLEE runs home when the way there leads away from the threat, and hides
     # there hide_ticks: out of a killer's reach (his hunts pass it over) and feeling safe (fear fades at the safe rate)
     hide_ticks: int = 6
+    flee_margin: float = 1.0  # a flight straight away runs to this many times the safe distance before it stops
+    # (and, with refuge_out_of_sight, a refuge lies at least that far from the threat): 1 = stop at the safe distance
     refuge_out_of_sight: bool = False  # True (with flee_home): home is a refuge only when it lies at least the safe
     # distance from the threat; a flight from a killer who can see one's door runs straight away until safe
     grief_waits: bool = False  # True: grief neither stings nor fades while the NPC flees or hides (fear first)

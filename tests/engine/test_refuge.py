@@ -203,3 +203,22 @@ def test_a_home_within_the_killers_sight_is_no_refuge_under_refuge_out_of_sight(
             break
         sim.step(idle(sim))
     assert sim.hiding[0, cai]
+
+
+def test_a_flight_with_a_margin_runs_past_the_safe_distance_before_it_stops():
+    """Tuning.flee_margin: a flight straight away stops at that many times the safe distance, not at its edge."""
+    ends = {}
+    for margin in (1.0, 1.4):
+        sim = make_sim(flee_margin=margin)
+        cai, player = ent(sim, "Cai"), sim.player
+        s = sim.state
+        afraid_near_home(sim, cai)
+        sim.step(flee(sim, cai))
+        for _ in range(20):
+            if not s.busy[0, cai]:
+                break
+            sim.step(idle(sim))
+        assert not s.busy[0, cai]
+        ends[margin] = float(np.linalg.norm(s.pos[0, cai] - s.pos[0, player]))
+    safe = sim.w.sight_radius[0] * sim.t.safe_distance_factor
+    assert safe <= ends[1.0] < 1.4 * safe <= ends[1.4]
