@@ -6,6 +6,12 @@ states after the killing, how many chose FLEE at least once, and the outcome und
 (safe within the window; and kept away; and got away while the killer lived). A `fear_rate` that is high while
 nobody chose FLEE is the crowd's doing: the killer died, and the witnesses were safe without running.
 
+"Could get away" counts the witnesses for whom getting away from a living killer was possible at all: running
+at `flee_speed` from the first step after the killing, straight away from a killer standing still, they would
+reach the safe distance within the metric's window and before the killer died. It bounds `fear_fled_rate` from
+above for the village the policy made: a crowd that beats the killer to death in two ticks leaves no one the
+time to get away.
+
     python bench/flight_probe.py --policy default
     python bench/flight_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
 
@@ -18,16 +24,19 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
 from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
 
-from engine.constants import ACTION_NAMES, Action  # noqa: E402
+from engine.constants import ACTION_NAMES, Action, Tuning  # noqa: E402
 from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
 
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
@@ -42,7 +51,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     from npc_brains.tuning import policy_tuning
 
     p = MetricParams()
-    out = {"witnesses": 0, "chose_flee": 0, "safe": 0, "kept": 0, "fled_living_killer": 0}
+    out = {"witnesses": 0, "chose_flee": 0, "safe": 0, "kept": 0, "fled_living_killer": 0, "could_get_away": 0}
+    flee_speed = (policy_tuning(policy) or Tuning()).flee_speed  # None: the default world
     first: collections.Counter = collections.Counter()
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
@@ -50,11 +60,15 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
         for d in trigger_deaths(trace):
             b, k = d.village, d.killer
             safe = trace.safe_distance[b]
+            dead = np.flatnonzero(~trace.alive[d.step + 1:, b, k])
+            last_alive = d.step + int(dead[0]) if len(dead) else trace.ticks  # the last state with the killer alive
             for i, dist in timid_witnesses(trace, p, d):
                 rows = range(d.step + 1, min(d.step + 1 + ticks, trace.ticks + 1))
                 acts = [int(trace.activity[t, b, i]) for t in rows]
                 out["witnesses"] += 1
                 out["chose_flee"] += int(Action.FLEE in acts)
+                first_safe = d.step + 1 + math.ceil(max(0.0, safe - dist[d.step + 1]) / flee_speed)
+                out["could_get_away"] += int(first_safe <= min(d.step + p.fear_window, last_alive))
                 out["safe"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, dist=dist) >= 0)
                 out["kept"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist) >= 0)
                 out["fled_living_killer"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
@@ -77,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     n = out["witnesses"]
     print(f"{args.policy} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
           f"{args.ticks} ticks after the killing; safe {out['safe']}, kept away {out['kept']}, "
-          f"got away from a living killer {out['fled_living_killer']}")
+          f"got away from a living killer {out['fled_living_killer']} (could have: {out['could_get_away']})")
     for seq, c in out["first_activities"].items():
         print(f"  {c:4d}  {seq}")
     if args.json:

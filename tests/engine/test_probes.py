@@ -34,6 +34,8 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     assert out["kept"] == counts["fear_kept_hit"]
     assert out["fled_living_killer"] == counts["fear_fled_hit"]
     assert out["chose_flee"] > 0  # the scripted rule flees known threats when timid
+    # every flight from a living killer was possible; the bound can be above the flights, never below
+    assert out["fled_living_killer"] <= out["could_get_away"] <= out["witnesses"]
     assert sum(out["first_activities"].values()) <= out["witnesses"]
 
 
