@@ -191,6 +191,8 @@ class Tuning:
     sleep_gain: float = 0.07
     sleep_energy: float = 0.5  # by day, SLEEP is allowed only below this energy (no hiding in bed)
     work_at_night: bool = True  # False: the workplaces close from 22:00 to 06:00 (WORK is masked)
+    work_stops_for_threat: bool = False  # True: an NPC who knows of a living threat (a loose killer) does not go to
+    # work (WORK is masked): the village's work stops while he is about, so going back to work is not going to him
     curriculum_raid: float = 0.0  # training scenario `mixed`: share of episodes with a raid in the kill window
     curriculum_rampage: float = 0.25  # training scenario `mixed`: share of episodes whose killer goes on a rampage
     curriculum_armoured: float = 0.0  # training scenario `mixed`: share of episodes whose killer is armoured (blows on

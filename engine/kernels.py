@@ -98,6 +98,7 @@ def observe(
     can_eat: np.ndarray,  # (B,) bool
     sleep_energy: float,  # by day an NPC can only sleep when its energy is below this
     work_at_night: bool,  # False: WORK is masked at night (the workplaces are closed)
+    work_stops_for_threat: bool,  # True: WORK is masked for an NPC who knows of a living threat (a loose killer)
     strike_reach: float,  # a slot is in reach (a blow would land) within this distance
     grievance_anger: float,  # ATTACK needs anger above this at the target (or a known threat, a rival); < 0: no rule
     threat_news: bool,  # news_for_them also marks a face that has not heard that a threat i knew of is dead
@@ -169,6 +170,8 @@ def observe(
             mask[b, i, A_EAT] = free and can_eat[b]  # EAT needs food in the granary
             night = own_dynamic[b, i, OWN_NIGHT] > 0.5
             if not work_at_night and night:  # WORK by day only, when so tuned
+                mask[b, i, A_WORK] = False
+            if work_stops_for_threat and any_threat:  # nobody goes to work while a killer it knows of is loose
                 mask[b, i, A_WORK] = False
             # SLEEP: at night, or by day when tired (own_dynamic: 3 = energy, 9 = night)
             mask[b, i, A_SLEEP] = free and (night or own_dynamic[b, i, OWN_ENERGY] < sleep_energy)

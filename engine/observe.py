@@ -133,6 +133,7 @@ class Observer:
             s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
             self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
             s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.work_at_night,
+            t.work_stops_for_threat,
             t.reach * t.strike_reach_factor,
             GRIEVANCE_ANGER if t.attack_needs_grievance else -1.0, t.inform_threat_deaths, t.tell_salience,
             len(SELF_FEATURES),

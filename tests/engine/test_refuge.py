@@ -222,3 +222,21 @@ def test_a_flight_with_a_margin_runs_past_the_safe_distance_before_it_stops():
         ends[margin] = float(np.linalg.norm(s.pos[0, cai] - s.pos[0, player]))
     safe = sim.w.sight_radius[0] * sim.t.safe_distance_factor
     assert safe <= ends[1.0] < 1.4 * safe <= ends[1.4]
+
+
+def test_work_stops_for_a_villager_who_knows_a_killer_is_loose():
+    """Tuning.work_stops_for_threat: WORK is masked for an NPC who knows of a living threat, and only for it; off
+    by default; the killer's death opens the workplaces again."""
+    work = int(Action.WORK)
+    for on in (False, True):
+        sim = make_sim(work_stops_for_threat=on)
+        cai, dora, player = ent(sim, "Cai"), ent(sim, "Dora"), sim.player
+        sim.obs, sim.mask = sim.observer.observe()
+        assert sim.mask[0, cai, work] and sim.mask[0, dora, work]
+        sim.state.knows_threat[0, cai, player] = True
+        sim.obs, sim.mask = sim.observer.observe()
+        assert sim.mask[0, cai, work] == (not on)
+        assert sim.mask[0, dora, work]  # who has not heard goes to work as ever
+        sim.state.alive[0, player] = False
+        sim.obs, sim.mask = sim.observer.observe()
+        assert sim.mask[0, cai, work]
