@@ -268,6 +268,9 @@ class Tuning:
     w_health: float = 1.0
     w_work: float = 2.0
     w_leisure: float = 1.0  # per tick of idling or wandering, times (1 - diligence)
+    grief_dulls_pay: float = 0.0  # > 0: the pay of work and free time (w_work, w_leisure) is scaled by
+    # max(0, 1 - this x felt grief): a bereaved villager takes no satisfaction in either until the grief is mourned,
+    # so going back to work is not worth more than going to the body (0 = off)
     w_welfare: float = 0.2
     w_joy: float = 0.2
     anger_weight_base: float = 0.5  # anger costs (this + aggression) per unit: at 0, anger costs only the aggressive

@@ -384,8 +384,10 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
     health = t.w_health * (1 - s.health[:, :N] / np.maximum(w.max_health[:, :N], HEALTH_EPS))
     # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides
     loafing = (s.activity == Action.IDLE) | (s.activity == Action.WANDER)
-    gains = (t.w_alive + t.w_work * p.diligence * ctx.working + t.w_leisure * (1 - p.diligence) * loafing
-             + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy)
+    pay = t.w_work * p.diligence * ctx.working + t.w_leisure * (1 - p.diligence) * loafing
+    if t.grief_dulls_pay > 0:  # grief takes the satisfaction out of work and free time until it is mourned
+        pay = pay * np.maximum(0.0, 1.0 - t.grief_dulls_pay * felt_grief(v))
+    gains = t.w_alive + pay + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
     if ctx.informed is not None:  # telling others what happened (w_inform > 0)
         informed = ctx.informed * np.maximum(0.0, 1.0 - s.grief) if t.inform_grief_damping else ctx.informed
         if t.inform_emotion_damping and ctx.anger_sum is not None:  # None: no threat known anywhere

@@ -596,3 +596,28 @@ def test_news_of_a_dead_killer_is_news_to_those_who_feared_him_under_inform_thre
         assert told >= 1 and sum(informed) == (told if on else 0)  # credited only when on
         monkeypatch.undo()
     assert Tuning().inform_threat_deaths is False
+
+
+def test_grief_dulls_the_pay_of_free_time_and_spares_the_untroubled(village):
+    """grief_dulls_pay: the idle pay (w_leisure x (1 - diligence)) is scaled by max(0, 1 - d x grief); an NPC
+    without grief is paid as before, and a grief of 1 / d or more takes the whole of it. Same seed and actions, so
+    the two sims differ only in the reward."""
+    d = 2.0
+    runs = [VillageSim(village, 1, seed=0, scenario="none"),
+            VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(grief_dulls_pay=d))]
+    for s in runs:
+        s.state.grief[0, 1] = 0.25  # half the pay
+        s.state.grief[0, 2] = 0.8  # all of it
+    for s in runs:
+        s.step(idle(s))
+    np.testing.assert_array_equal(runs[0].state.grief, runs[1].state.grief)
+    lost = (runs[0].last_reward - runs[1].last_reward)[0]
+    t = Tuning()
+    pay = t.w_leisure * (1 - runs[0].w.traits[0, :, 4]) * t.reward_scale  # every NPC idles
+    grief_then = np.zeros(runs[0].N)
+    grief_then[1], grief_then[2] = 0.25, 0.8
+    expected = pay * np.minimum(1.0, d * grief_then)
+    # grief fades a little within the tick; the reward reads it after the mind phase
+    np.testing.assert_allclose(lost, pay * np.minimum(1.0, d * runs[1].state.grief[0]), atol=1e-6)
+    np.testing.assert_allclose(lost, expected, atol=2e-3)
+    assert lost[0] == 0 and lost[2] > lost[1] > 0
