@@ -376,17 +376,18 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
     N = v.N
     p = Personality.of(w.traits)
     needs = t.w_hunger * s.hunger + t.w_energy * (1 - s.energy) + t.w_social * p.sociability * (1 - s.social)
+    grief = felt_grief(v)
     if ctx.anger_sum is not None or t.w_dread > 0:  # anger and fear exist only toward known threats
-        emotions = emotion_cost(v, ctx.anger_sum, ctx.fear_sum)
+        emotions = emotion_cost(v, ctx.anger_sum, ctx.fear_sum, grief=grief)
     else:
-        emotions = (GRIEF_WEIGHT_BASE + p.empathy) * felt_grief(v)
+        emotions = (GRIEF_WEIGHT_BASE + p.empathy) * grief
     emotions = emotions * t.w_emotion_level
     health = t.w_health * (1 - s.health[:, :N] / np.maximum(w.max_health[:, :N], HEALTH_EPS))
     # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides
     loafing = (s.activity == Action.IDLE) | (s.activity == Action.WANDER)
     pay = t.w_work * p.diligence * ctx.working + t.w_leisure * (1 - p.diligence) * loafing
     if t.grief_dulls_pay > 0:  # grief takes the satisfaction out of work and free time until it is mourned
-        pay = pay * np.maximum(0.0, 1.0 - t.grief_dulls_pay * felt_grief(v))
+        pay = pay * np.maximum(0.0, 1.0 - t.grief_dulls_pay * grief)
     gains = t.w_alive + pay + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
     if ctx.informed is not None:  # telling others what happened (w_inform > 0)
         informed = ctx.informed * np.maximum(0.0, 1.0 - s.grief) if t.inform_grief_damping else ctx.informed

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine import mind
-from engine.constants import Action, ActorMode, Tuning
+from engine.constants import Action, ActorMode, Personality, Tuning
 from engine.curriculum import MAX_KILLS
 from engine.sim import VillageSim, flat_action
 from worlds import load_world
@@ -613,7 +613,7 @@ def test_grief_dulls_the_pay_of_free_time_and_spares_the_untroubled(village):
     np.testing.assert_array_equal(runs[0].state.grief, runs[1].state.grief)
     lost = (runs[0].last_reward - runs[1].last_reward)[0]
     t = Tuning()
-    pay = t.w_leisure * (1 - runs[0].w.traits[0, :, 4]) * t.reward_scale  # every NPC idles
+    pay = t.w_leisure * (1 - Personality.of(runs[0].w.traits).diligence[0]) * t.reward_scale  # every NPC idles
     grief_then = np.zeros(runs[0].N)
     grief_then[1], grief_then[2] = 0.25, 0.8
     expected = pay * np.minimum(1.0, d * grief_then)
