@@ -187,12 +187,14 @@ def test_rate_and_inflight_limits_answer_and_keep_serving():
             assert _rpc(ws, P.request("ping", 99))["ok"]
     finally:
         srv.stop()
-    srv = make_server(ws_bind="127.0.0.1:0", ws_inflight=2, ws_rate=0, batch_delay_us=50_000)
+    srv = make_server(ws_bind="127.0.0.1:0", ws_inflight=2, ws_rate=0, batch_delay_us=300_000)
     srv.run_in_thread()
     try:
         with connect(srv.ws_endpoint) as ws, connect(srv.ws_endpoint) as other:
-            _rpc(other, P.request("ping", 0))  # a second active client: batches now wait for it (50 ms)
             obs = np.zeros((1, srv.obs_dim), np.float32)
+            # Only a batched request makes a client active; with a second active client each batch waits
+            # 300 ms for it, so the six requests below are still unanswered when the third one arrives.
+            assert _rpc(other, P.request("act", 0, obs=obs))["ok"]
             for k in range(6):
                 ws.send(P.pack(P.request("act", k, obs=obs)))
             replies = [P.unpack(ws.recv(timeout=10)) for _ in range(6)]
