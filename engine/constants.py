@@ -258,6 +258,8 @@ class Tuning:
     comforter_relief: float = 0.5  # the comforter's own grief eases by this share of comfort_relief
     blow_anger_relief: float = 0.5
     blow_fear_relief: float = 0.5  # landing a blow on a threat halves the fear of it
+    blow_relief_bravery: bool = False  # True: a landed blow eases fear of its target by blow_fear_relief x bravery,
+    # so striking calms the brave and leaves the timid afraid of the one they hit (False: by blow_fear_relief for all)
     anger_fear_damping: float = 3.0  # sight fear / (1 + damping x aggression x anger at the threat)
     safe_distance_factor: float = 1.0  # safe = sight_radius * factor
     # reward weights (per tick; total scaled by reward_scale)

@@ -110,7 +110,8 @@ def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
         bb, ii = np.nonzero(ctx.blows)
         tt = s.target[bb, ii]
         s.anger[bb, ii, tt] *= 1 - t.blow_anger_relief
-        s.fear[bb, ii, tt] *= 1 - t.blow_fear_relief
+        fear_relief = t.blow_fear_relief * p.bravery[bb, ii] if t.blow_relief_bravery else t.blow_fear_relief
+        s.fear[bb, ii, tt] *= 1 - fear_relief
 
 
 # ------------------------------------------------------------------ perception

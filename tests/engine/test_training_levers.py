@@ -621,3 +621,34 @@ def test_grief_dulls_the_pay_of_free_time_and_spares_the_untroubled(village):
     np.testing.assert_allclose(lost, pay * np.minimum(1.0, d * runs[1].state.grief[0]), atol=1e-6)
     np.testing.assert_allclose(lost, expected, atol=2e-3)
     assert lost[0] == 0 and lost[2] > lost[1] > 0
+
+
+def test_a_blow_eases_fear_by_the_strikers_bravery_under_blow_relief_bravery(village):
+    """blow_relief_bravery: a landed blow on a known threat eases the striker's fear of it by blow_fear_relief x
+    bravery, so the timid stay afraid of the one they hit; off, by blow_fear_relief whatever the bravery. Same
+    seed and actions, so the two sims differ only in the lever; anger relief is the same either way."""
+    t = Tuning()
+    runs = []
+    for on in (False, True):
+        sim = VillageSim(village, 1, seed=2, scenario="none", tuning=Tuning(blow_relief_bravery=on))
+        s, player = sim.state, sim.player
+        s.pos[0, player] = s.pos[0, 2] + np.array([0.5, 0.0], np.float32)
+        s.knows_threat[0, 2, player] = True
+        traits = Personality.of(sim.w.traits)
+        traits.bravery[0, 2], traits.aggression[0, 2] = 0.2, 1.0  # timid, and angry enough to damp the fear floor
+        s.anger[0, 2, player] = t.emotion_cap
+        s.fear[0, 2, player] = 1.0
+        sim.obs, sim.mask = sim.observer.observe()
+        slot = int(np.flatnonzero(sim.observer.slot_entity[0, 2] == player)[0])
+        actions = idle(sim)
+        actions[0, 2] = flat_action(Action.ATTACK, slot, sim.K)
+        sim.step(actions)
+        runs.append(sim)
+    off, on = (r.state for r in runs)
+    player = runs[0].player
+    assert off.anger[0, 2, player] == on.anger[0, 2, player] < 0.6 * t.emotion_cap  # the blow landed in both
+    # the same decay follows the blow in both, and the damped floor stays below both fears, so the ratio of the
+    # fears is the ratio of the reliefs: the timid striker keeps more of its fear
+    ratio = (1 - t.blow_fear_relief * 0.2) / (1 - t.blow_fear_relief)
+    np.testing.assert_allclose(on.fear[0, 2, player] / off.fear[0, 2, player], ratio, rtol=1e-4)
+    assert Tuning().blow_relief_bravery is False
