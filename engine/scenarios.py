@@ -551,9 +551,12 @@ def scenario_commands(plan: ScenarioPlan, tick: int) -> list[tuple[int, int, str
 def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, villages: int = 32, seed: int = 0,
                  slots: int = 4, max_ticks: int | None = None, deterministic: bool = False,
                  probe_rows: int = 256, tuning: Any = None,
-                 on_tick: Callable[[int], None] | None = None) -> Any:
+                 on_tick: Callable[[int], None] | None = None,
+                 steer: Callable[[Any, int, np.ndarray], None] | None = None) -> Any:
     """Play `scenario` on B = `villages` copies of `spec` (different random draws) with `policy` choosing every
-    NPC's action; return the recorded `engine.metrics.Trace`. `max_ticks` caps the episode length."""
+    NPC's action; return the recorded `engine.metrics.Trace`. `max_ticks` caps the episode length. `steer(sim,
+    tick, actions)`, when given, may overwrite the (B, N) flat actions in place before each step (what-if probes:
+    bench/flight_value.py)."""
     from engine.metrics import TraceRecorder
     from engine.sim import TALK_RANGE_FACTOR, VillageSim
 
@@ -579,7 +582,11 @@ def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, village
                 sim.command(b, actor, op, target=target, x=x, y=y)
         recorder.before_step()
         out = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1), deterministic=deterministic)
-        sim.step(np.asarray(out.actions).reshape(B, N))
+        actions = np.asarray(out.actions).reshape(B, N)
+        if steer is not None:
+            actions = actions.copy()
+            steer(sim, tick, actions)
+        sim.step(actions)
         recorder.after_step()
         if on_tick is not None:
             on_tick(tick)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.metrics import summarize
+from engine.metrics import MetricParams, summarize, timid_witnesses
 from engine.scenarios import load_scenario, run_scenario
 from npc_brains.baselines import ScriptedPolicy
 from worlds import load_world
@@ -39,10 +39,36 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     assert sum(out["first_activities"].values()) <= out["witnesses"]
 
 
+def test_the_what_if_plays_match_the_metrics_until_steered_and_steer_after(bench_script):
+    """flight_value: the unsteered play is `village eval`'s run (its witnesses and flights are the fear metrics'
+    counts); a steered play is the same run until the killing, then the witnesses do what they are made to."""
+    from engine.constants import Action
+
+    bench = bench_script("flight_value")
+    world, scenario = load_world("village-v1"), load_scenario("kill-in-square")
+    out = bench.probe(lambda: ScriptedPolicy(seed=0), world, [scenario], villages=6, seed=2)
+    counts = summarize([run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=6, seed=2)])["counts"]
+    n = out["witnesses"]
+    assert n == counts["fear_eligible"] > 0  # one killing per village in this scenario
+    assert out["policy"]["fled"] * n == pytest.approx(counts["fear_fled_hit"])
+    base, _ = bench.play(lambda: ScriptedPolicy(seed=0), world, scenario, 6, 2, None, {}, 6)
+    p = MetricParams()
+    witnesses = {b: (d.step, d.killer, [i for i, _ in timid_witnesses(base, p, d)])
+                 for b, d in bench.first_deaths(base).items()}
+    steered, steering = bench.play(lambda: ScriptedPolicy(seed=0), world, scenario, 6, 2, Action.ATTACK, witnesses, 1)
+    step = min(step for step, _, _ in witnesses.values())
+    assert (steered.pos[: step + 1] == base.pos[: step + 1]).all()  # the same run until the killing
+    made = [(b, i) for b, (step, k, who) in witnesses.items() for i in who if base.alive[step + 1, b, k]]
+    assert made and all(steered.activity[witnesses[b][0] + 2, b, i] == Action.ATTACK for b, i in made)
+    assert any(base.activity[witnesses[b][0] + 2, b, i] != Action.ATTACK for b, i in made)  # not what they chose
+    assert steering.rewards[step].any()
+
+
 @pytest.mark.parametrize("script, flags, named", [
     ("mourning_gaps", ["--world", "no-such-world"], "no-such-world"),
     ("flight_probe", ["--scenarios", "no-such-scenario"], "no-such-scenario"),
     ("flight_probe", ["--villages", "0"], "--villages"),
+    ("flight_value", ["--steer", "0"], "--steer"),
 ])
 def test_bad_flags_are_one_line_errors(bench_script, capsys, script, flags, named):
     with pytest.raises(SystemExit) as exit_info:

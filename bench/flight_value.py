@@ -1,0 +1,155 @@
+"""Does fleeing pay? What a timid witness's reward says about running, striking, or doing as the policy does.
+
+For every timid witness that `fear_rate` counts (engine.metrics.timid_witnesses) of the first trigger death in
+each village, the summed reward it gets over `--horizon` steps from the killing, in three plays of the same
+villages with the same draws (the same seeds, so every play is the same run until the witnesses are steered):
+
+- `policy`: the policy chooses, as in `village eval`;
+- `flee`: every such witness is made to FLEE from the killer for `--steer` steps (where its mask allows it), then
+  the policy chooses again;
+- `attack`: every such witness is made to ATTACK the killer for `--steer` steps, then the policy chooses again.
+
+Also each play's share of those witnesses killed within the horizon and its `fear_fled_rate` over them (got
+away while the killer lived). Where `attack` pays a timid witness more than `flee`, a policy that learns from this
+reward joins the crowd instead of running, whatever its observations; a lever meant to make flight learnable
+should make `flee` pay more than `attack` here before it is trained.
+
+    python bench/flight_value.py --policy default
+    python bench/flight_value.py --policy runs/x/policy.pt --tuning blow_relief_bravery=true --villages 32 --json
+
+`--tuning FIELD=VALUE` (repeatable) changes the world (and with it the reward) on top of the policy's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
+
+from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+
+from engine.constants import Action  # noqa: E402
+from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
+from engine.village import flat_action  # noqa: E402
+
+SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
+PLAYS = ("policy", "flee", "attack")
+
+
+class Steering:
+    """Forces `kind` on the killer for the listed witnesses for `steps` steps after their village's killing, and
+    keeps every NPC's reward per step (the rewards of step t are read at step t + 1's decision)."""
+
+    def __init__(self, kind: Action | None, witnesses: dict[int, tuple[int, int, list[int]]], steps: int,
+                 ticks: int, villages: int, npcs: int) -> None:
+        self.kind, self.witnesses, self.steps = kind, witnesses, steps
+        self.rewards = np.zeros((ticks, villages, npcs), np.float32)
+
+    def __call__(self, sim: Any, tick: int, actions: np.ndarray) -> None:
+        if tick > 0:
+            self.rewards[tick - 1] = sim.last_reward
+        if self.kind is None:
+            return
+        for b, (death_tick, killer, who) in self.witnesses.items():
+            if not death_tick < tick <= death_tick + self.steps or not sim.state.alive[b, killer]:
+                continue
+            for i in who:
+                slots = np.flatnonzero(sim.observer.slot_entity[b, i] == killer)
+                if not len(slots) or not sim.state.alive[b, i]:
+                    continue
+                a = flat_action(self.kind, int(slots[0]), sim.K)
+                if sim.mask[b, i, a]:
+                    actions[b, i] = a
+
+
+def first_deaths(trace: Any) -> dict[int, Any]:
+    """Each village's first trigger death."""
+    out: dict[int, Any] = {}
+    for d in sorted(trigger_deaths(trace), key=lambda d: d.step):
+        out.setdefault(d.village, d)
+    return out
+
+
+def play(load: Callable[[], Any], spec: Any, scenario: Any, villages: int, seed: int, kind: Action | None,
+         witnesses: dict[int, tuple[int, int, list[int]]], steps: int,
+         on_tick: Callable[[int], None] | None = None) -> tuple[Any, Steering]:
+    """One play of `scenario` with a freshly loaded policy (so that every play draws the same actions), steering
+    the witnesses to `kind` (None: nobody is steered)."""
+    from engine.scenarios import run_scenario
+    from npc_brains.evaluate import policy_slots
+    from npc_brains.tuning import policy_tuning
+
+    policy = load()
+    steering = Steering(kind, witnesses, steps, scenario.ticks, villages, len(spec.npcs))
+    trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
+                         tuning=policy_tuning(policy), on_tick=on_tick, steer=steering)
+    return trace, steering
+
+
+def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: int, seed: int, steer: int = 6,
+          horizon: int = 48, on_tick: Callable[[int], None] | None = None) -> dict:
+    """Per timid witness of each village's first trigger death, in each play: mean summed reward over `horizon`
+    steps from the killing, share killed by then, share that got away while the killer lived."""
+    p = MetricParams()
+    sums = {name: {"return": 0.0, "killed": 0, "fled": 0} for name in PLAYS}
+    n = 0
+    for scenario in scenarios:
+        base = play(load, spec, scenario, villages, seed, None, {}, steer, on_tick)
+        deaths = first_deaths(base[0])
+        witnesses = {b: (d.step, d.killer, [i for i, _ in timid_witnesses(base[0], p, d)]) for b, d in deaths.items()}
+        runs = {"policy": base}
+        runs["flee"] = play(load, spec, scenario, villages, seed, Action.FLEE, witnesses, steer, on_tick)
+        runs["attack"] = play(load, spec, scenario, villages, seed, Action.ATTACK, witnesses, steer, on_tick)
+        for b, (step, killer, who) in witnesses.items():
+            for name, (trace, _) in runs.items():
+                same = [d for d in trigger_deaths(trace) if d.village == b and d.step == step and d.killer == killer]
+                if not same:  # the plays part only after the killing; anything else is a bug in the probe
+                    raise RuntimeError(f"{scenario.id}: village {b} lost its killing at step {step} in the {name} play")
+            for i in who:
+                n += 1
+                for name, (trace, steering) in runs.items():
+                    end = min(step + horizon, trace.ticks)
+                    sums[name]["return"] += float(steering.rewards[step:end, b, i].sum())
+                    sums[name]["killed"] += int(not trace.alive[end, b, i])
+                    sums[name]["fled"] += int(reached_safety(trace, b, i, killer, step + 1, trace.safe_distance[b], p,
+                                                             p.fear_keep, threat_alive=True) >= 0)
+    out: dict[str, Any] = {"witnesses": n}
+    for name in PLAYS:
+        out[name] = {k: (v / n if n else float("nan")) for k, v in sums[name].items()}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_probe_args(parser, scenarios=SCENARIOS, seed=1)
+    parser.add_argument("--steer", type=int, default=6, help="steps the witnesses are steered (default: 6)")
+    parser.add_argument("--horizon", type=int, default=48, help="steps of reward summed (default: 48)")
+    args = parser.parse_args(argv)
+    if args.steer < 1:
+        parser.error(f"--steer must be at least 1, got {args.steer}")
+    if args.horizon < 1:
+        parser.error(f"--horizon must be at least 1, got {args.horizon}")
+    spec, scenarios, _ = read_probe_args(parser, args)
+    with tick_progress(scenarios * len(PLAYS), args.quiet) as on_tick:
+        out = probe(lambda: read_probe_args(parser, args)[2], spec, scenarios, args.villages, args.seed, args.steer,
+                    args.horizon, on_tick)
+    print(f"{args.policy} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
+          f"steps from the killing (steered {args.steer} steps):")
+    print(f"  {'play':8s} {'return':>8s} {'killed':>7s} {'got away':>9s}")
+    for name in PLAYS:
+        r = out[name]
+        print(f"  {name:8s} {r['return']:8.3f} {r['killed']:7.3f} {r['fled']:9.3f}")
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
