@@ -18,6 +18,9 @@ should make `flee` pay more than `attack` here before it is trained.
     python bench/flight_value.py --policy runs/x/policy.pt --tuning blow_relief_bravery=true --villages 32 --json
 
 `--tuning FIELD=VALUE` (repeatable) changes the world (and with it the reward) on top of the policy's own.
+`--training` plays the training scenario (`mixed`, 144 steps) instead of the bundled scenarios: in those the
+killer kills once and walks off, in training he may rampage and hunt those who fear him, so the two can disagree
+on what a flight is worth.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -40,6 +44,7 @@ from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigge
 from engine.village import flat_action  # noqa: E402
 
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
+TRAINING = SimpleNamespace(id="mixed", ticks=144)  # the training scenario, played by VillageSim itself
 PLAYS = ("policy", "flee", "attack")
 
 
@@ -77,6 +82,11 @@ def first_deaths(trace: Any) -> dict[int, Any]:
     return out
 
 
+def same_killing(a: Any, b: Any) -> bool:
+    """The same victim, killer and step (event ids count every village's events, so they may differ)."""
+    return a is not None and (a.victim, a.killer, a.step) == (b.victim, b.killer, b.step)
+
+
 def play(load: Callable[[], Any], spec: Any, scenario: Any, villages: int, seed: int, kind: Action | None,
          witnesses: dict[int, tuple[int, int, list[int]]], steps: int,
          on_tick: Callable[[int], None] | None = None) -> tuple[Any, Steering]:
@@ -88,18 +98,46 @@ def play(load: Callable[[], Any], spec: Any, scenario: Any, villages: int, seed:
 
     policy = load()
     steering = Steering(kind, witnesses, steps, scenario.ticks, villages, len(spec.npcs))
+    if scenario is TRAINING:
+        return play_training(policy, spec, villages, seed, steering, on_tick), steering
     trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                          tuning=policy_tuning(policy), on_tick=on_tick, steer=steering)
     return trace, steering
 
 
+def play_training(policy: Any, spec: Any, villages: int, seed: int, steering: Steering,
+                  on_tick: Callable[[int], None] | None) -> Any:
+    """One episode of the training scenario (`mixed`: one to three killings, rampages, hunts, as the policy's own
+    tuning sets them), recorded like a bundled scenario."""
+    from engine.metrics import TraceRecorder
+    from engine.sim import VillageSim
+    from npc_brains.evaluate import policy_slots
+    from npc_brains.tuning import policy_tuning
+
+    sim = VillageSim(spec, villages, seed, slots=policy_slots(policy), max_ticks=TRAINING.ticks, scenario="mixed",
+                     record=True, tuning=policy_tuning(policy))
+    recorder = TraceRecorder(sim, scenario="mixed", world=spec.id, rng=np.random.default_rng([seed, 29]))
+    B, N = sim.B, sim.N
+    for tick in range(TRAINING.ticks):
+        recorder.before_step()
+        out = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1))
+        actions = np.asarray(out.actions).reshape(B, N).copy()
+        steering(sim, tick, actions)
+        sim.step(actions)
+        recorder.after_step()
+        if on_tick is not None:
+            on_tick(tick)
+    return recorder.finish()
+
+
 def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: int, seed: int, steer: int = 6,
           horizon: int = 48, on_tick: Callable[[int], None] | None = None) -> dict:
     """Per timid witness of each village's first trigger death, in each play: mean summed reward over `horizon`
-    steps from the killing, share killed by then, share that got away while the killer lived."""
+    steps from the killing, share killed by then, share that got away while the killer lived. A village whose
+    killing is not the same in every play is left out and counted (`villages_out_of_step`)."""
     p = MetricParams()
     sums = {name: {"return": 0.0, "killed": 0, "fled": 0} for name in PLAYS}
-    n = 0
+    n = out_of_step = 0
     for scenario in scenarios:
         base = play(load, spec, scenario, villages, seed, None, {}, steer, on_tick)
         deaths = first_deaths(base[0])
@@ -108,10 +146,11 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
         runs["flee"] = play(load, spec, scenario, villages, seed, Action.FLEE, witnesses, steer, on_tick)
         runs["attack"] = play(load, spec, scenario, villages, seed, Action.ATTACK, witnesses, steer, on_tick)
         for b, (step, killer, who) in witnesses.items():
-            for name, (trace, _) in runs.items():
-                same = [d for d in trigger_deaths(trace) if d.village == b and d.step == step and d.killer == killer]
-                if not same:  # the plays part only after the killing; anything else is a bug in the probe
-                    raise RuntimeError(f"{scenario.id}: village {b} lost its killing at step {step} in the {name} play")
+            if not all(same_killing(first_deaths(trace).get(b), deaths[b]) for trace, _ in runs.values()):
+                # the scenario's draws are shared by the villages, so steering one village that saw its killing
+                # early can change a later killing elsewhere; such a village is no longer the same run
+                out_of_step += 1
+                continue
             for i in who:
                 n += 1
                 for name, (trace, steering) in runs.items():
@@ -120,7 +159,7 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
                     sums[name]["killed"] += int(not trace.alive[end, b, i])
                     sums[name]["fled"] += int(reached_safety(trace, b, i, killer, step + 1, trace.safe_distance[b], p,
                                                              p.fear_keep, threat_alive=True) >= 0)
-    out: dict[str, Any] = {"witnesses": n}
+    out: dict[str, Any] = {"witnesses": n, "villages_out_of_step": out_of_step}
     for name in PLAYS:
         out[name] = {k: (v / n if n else float("nan")) for k, v in sums[name].items()}
     return out
@@ -130,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_probe_args(parser, scenarios=SCENARIOS, seed=1)
     parser.add_argument("--steer", type=int, default=6, help="steps the witnesses are steered (default: 6)")
+    parser.add_argument("--training", action="store_true",
+                        help="play the training scenario (mixed: one to three killings, rampages, hunts, with the "
+                             "policy's own tuning) instead of --scenarios")
     parser.add_argument("--horizon", type=int, default=48, help="steps of reward summed (default: 48)")
     args = parser.parse_args(argv)
     if args.steer < 1:
@@ -137,11 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.horizon < 1:
         parser.error(f"--horizon must be at least 1, got {args.horizon}")
     spec, scenarios, _ = read_probe_args(parser, args)
+    if args.training:
+        scenarios = [TRAINING]
     with tick_progress(scenarios * len(PLAYS), args.quiet) as on_tick:
         out = probe(lambda: read_probe_args(parser, args)[2], spec, scenarios, args.villages, args.seed, args.steer,
                     args.horizon, on_tick)
     print(f"{args.policy} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
-          f"steps from the killing (steered {args.steer} steps):")
+          f"steps from the killing (steered {args.steer} steps; villages left out, their killing changed by "
+          f"another's steering: {out['villages_out_of_step']}):")
     print(f"  {'play':8s} {'return':>8s} {'killed':>7s} {'got away':>9s}")
     for name in PLAYS:
         r = out[name]

@@ -64,6 +64,16 @@ def test_the_what_if_plays_match_the_metrics_until_steered_and_steer_after(bench
     assert steering.rewards[step].any()
 
 
+def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
+    """--training: the `mixed` scenario of training, one to three killings per village, recorded as a scenario."""
+    bench = bench_script("flight_value")
+    trace, steering = bench.play(lambda: ScriptedPolicy(seed=0), load_world("village-v1"), bench.TRAINING, 8, 0,
+                                 None, {}, 6)
+    deaths = bench.first_deaths(trace)
+    assert trace.ticks == bench.TRAINING.ticks and len(deaths) == 8  # every training village sees a killing
+    assert all(d.killer >= trace.N for d in deaths.values()) and steering.rewards.any()
+
+
 @pytest.mark.parametrize("script, flags, named", [
     ("mourning_gaps", ["--world", "no-such-world"], "no-such-world"),
     ("flight_probe", ["--scenarios", "no-such-scenario"], "no-such-scenario"),
