@@ -153,6 +153,22 @@ def start_activities(v: Village, ctx: TickContext, mask: np.ndarray, slot_entity
     s.busy &= ~(s.busy & _is(s.activity, *NEEDS_LIVING_TARGET) & ~ctx.target_alive)
 
 
+FLIGHT_TURNS = np.deg2rad([0.0, 45.0, -45.0, 90.0, -90.0, 135.0, -135.0]).astype(np.float32)
+
+
+def _widest_flight(pos: np.ndarray, heading: np.ndarray, threat: np.ndarray, distance: float,
+                   size: np.ndarray) -> np.ndarray:
+    """(B, N, 2) where a flight heads: of the headings turned from straight away by FLIGHT_TURNS, the one whose
+    end, held inside the village, lies farthest from the threat (straight away wins ties: it comes first)."""
+    cos, sin = np.cos(FLIGHT_TURNS), np.sin(FLIGHT_TURNS)
+    hx, hy = heading[..., 0:1], heading[..., 1:2]
+    turned = np.stack([hx * cos - hy * sin, hx * sin + hy * cos], -1)  # (B, N, turns, 2)
+    ends = np.clip(pos[..., None, :] + turned * distance, 0, size[..., None, :])
+    gap = length(ends - threat[..., None, :])
+    best = np.argmax(gap, -1)  # unhindered, straight away ends farthest: the turns matter only at the edge
+    return np.take_along_axis(ends, best[..., None, None], -2)[..., 0, :]
+
+
 def move_npcs(v: Village, ctx: TickContext) -> None:
     """NPCs walk (run, when fleeing or charging) toward their activity's destination; arrival starts it."""
     s, w, t, N = v.state, v.w, v.t, v.N
@@ -162,7 +178,10 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     npc_pos = s.pos[:, :N]
     away = npc_pos - target_pos
     away_len = length(away, keepdims=True)
-    flee_dest = np.clip(npc_pos + away / np.maximum(away_len, FLEE_EPS) * t.flee_distance, 0, w.size[:, None, :])
+    heading = away / np.maximum(away_len, FLEE_EPS)
+    flee_dest = np.clip(npc_pos + heading * t.flee_distance, 0, w.size[:, None, :])
+    if t.flee_along_walls:
+        flee_dest = _widest_flight(npc_pos, heading, target_pos, t.flee_distance, w.size[:, None, :])
     fleeing = act == Action.FLEE
     to_home = np.zeros_like(fleeing)
     safe = w.sight_radius[:, None] * t.safe_distance_factor * t.flee_margin  # where a flight may stop

@@ -168,6 +168,9 @@ class Tuning:
     hide_ticks: int = 6
     flee_margin: float = 1.0  # a flight straight away runs to this many times the safe distance before it stops
     # (and, with refuge_out_of_sight, a refuge lies at least that far from the threat): 1 = stop at the safe distance
+    flee_along_walls: bool = False  # True: a flight straight away that the village's edge would stop turns (up to
+    # 135 degrees either way) to the heading whose end lies farthest from the threat, so a villager backed against a
+    # wall runs along it; False: it heads for the nearest point of the edge and waits there
     refuge_out_of_sight: bool = False  # True (with flee_home): home is a refuge only when it lies at least the safe
     # distance from the threat; a flight from a killer who can see one's door runs straight away until safe
     grief_waits: bool = False  # True: grief neither stings nor fades while the NPC flees or hides (fear first)

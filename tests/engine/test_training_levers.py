@@ -652,3 +652,33 @@ def test_a_blow_eases_fear_by_the_strikers_bravery_under_blow_relief_bravery(vil
     ratio = (1 - t.blow_fear_relief * 0.2) / (1 - t.blow_fear_relief)
     np.testing.assert_allclose(on.fear[0, 2, player] / off.fear[0, 2, player], ratio, rtol=1e-4)
     assert Tuning().blow_relief_bravery is False
+
+
+def test_a_flight_backed_against_the_edge_runs_along_it_under_flee_along_walls(village):
+    """flee_along_walls: a villager at the village's edge with the threat coming straight from inside runs along
+    the edge and gains distance; off, it heads for the edge point it stands on and the threat closes in. In open
+    ground the flight is straight away either way."""
+    gaps, moved = {}, {}
+    for on in (False, True):
+        sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(flee_along_walls=on))
+        s, player = sim.state, sim.player
+        size = sim.w.size[0]
+        s.pos[0, 2] = np.array([size[0] / 2, 0.0], np.float32)  # on the bottom edge
+        s.pos[0, player] = np.array([size[0] / 2, 3.0], np.float32)  # straight above it, inside
+        s.pos[0, 3] = np.array([size[0] / 2, size[1] / 2], np.float32)  # in the open
+        s.pos[0, player + 1:] = s.pos[0, player]
+        for i in (2, 3):
+            s.knows_threat[0, i, player] = True
+        sim.obs, sim.mask = sim.observer.observe()
+        actions = idle(sim)
+        for i in (2, 3):
+            slot = int(np.flatnonzero(sim.observer.slot_entity[0, i] == player)[0])
+            actions[0, i] = flat_action(Action.FLEE, slot, sim.K)
+        start = s.pos[0, 3].copy()
+        sim.step(actions)
+        gaps[on] = float(np.linalg.norm(s.pos[0, 2] - s.pos[0, player]))
+        moved[on] = s.pos[0, 3] - start
+    assert gaps[False] <= 3.0 + 1e-4 < gaps[True]  # off: pinned; on: it ran along the edge, away from him
+    np.testing.assert_allclose(moved[True], moved[False], atol=1e-5)  # in the open, the same straight flight
+    assert moved[True][1] > 0 and abs(moved[True][0]) < 1e-4  # straight away from the threat below it
+    assert Tuning().flee_along_walls is False
