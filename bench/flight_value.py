@@ -9,10 +9,11 @@ villages with the same draws (the same seeds, so every play is the same run unti
   the policy chooses again;
 - `attack`: every such witness is made to ATTACK the killer for `--steer` steps, then the policy chooses again.
 
-Also each play's share of those witnesses killed within the horizon and its `fear_fled_rate` over them (got
-away while the killer lived). Where `attack` pays a timid witness more than `flee`, a policy that learns from this
-reward joins the crowd instead of running, whatever its observations; a lever meant to make flight learnable
-should make `flee` pay more than `attack` here before it is trained.
+Also each play's share of those witnesses killed within the horizon (and when: 1-2, 3-6, 7-24 or more steps after
+the killing) and its `fear_fled_rate` over them (got away while the killer lived). Where `attack` pays a timid
+witness more than `flee`, a policy that learns from this reward joins the crowd instead of running, whatever its
+observations; a lever meant to make flight learnable should make `flee` pay more than `attack` here before it is
+trained.
 
     python bench/flight_value.py --policy default
     python bench/flight_value.py --policy runs/x/policy.pt --tuning blow_relief_bravery=true --villages 32 --json
@@ -44,6 +45,7 @@ from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigge
 from engine.village import flat_action  # noqa: E402
 
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
+KILLED_BY = (2, 6, 24)  # a witness's death is counted by how many steps after the killing it came: <= 2, <= 6, ...
 TRAINING = SimpleNamespace(id="mixed", ticks=144)  # the training scenario, played by VillageSim itself
 PLAYS = ("policy", "flee", "attack")
 
@@ -72,6 +74,12 @@ class Steering:
                 a = flat_action(self.kind, int(slots[0]), sim.K)
                 if sim.mask[b, i, a]:
                     actions[b, i] = a
+
+
+def killed_by_labels() -> list[str]:
+    """'1-2', '3-6', '7-24', '25+': the step ranges of KILLED_BY."""
+    lows = (1, *(k + 1 for k in KILLED_BY))
+    return [f"{lo}-{hi}" for lo, hi in zip(lows, KILLED_BY, strict=False)] + [f"{lows[-1]}+"]
 
 
 def first_deaths(trace: Any) -> dict[int, Any]:
@@ -137,6 +145,7 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
     killing is not the same in every play is left out and counted (`villages_out_of_step`)."""
     p = MetricParams()
     sums = {name: {"return": 0.0, "killed": 0, "fled": 0} for name in PLAYS}
+    when = {name: [0] * (len(KILLED_BY) + 1) for name in PLAYS}
     n = out_of_step = 0
     for scenario in scenarios:
         base = play(load, spec, scenario, villages, seed, None, {}, steer, on_tick)
@@ -156,12 +165,16 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
                 for name, (trace, steering) in runs.items():
                     end = min(step + horizon, trace.ticks)
                     sums[name]["return"] += float(steering.rewards[step:end, b, i].sum())
-                    sums[name]["killed"] += int(not trace.alive[end, b, i])
+                    dead = np.flatnonzero(~trace.alive[step + 1:end + 1, b, i])
+                    sums[name]["killed"] += int(len(dead) > 0)
+                    if len(dead):
+                        when[name][int(np.searchsorted(KILLED_BY, dead[0] + 1))] += 1
                     sums[name]["fled"] += int(reached_safety(trace, b, i, killer, step + 1, trace.safe_distance[b], p,
                                                              p.fear_keep, threat_alive=True) >= 0)
     out: dict[str, Any] = {"witnesses": n, "villages_out_of_step": out_of_step}
     for name in PLAYS:
         out[name] = {k: (v / n if n else float("nan")) for k, v in sums[name].items()}
+        out[name]["killed_when"] = dict(zip(killed_by_labels(), when[name], strict=True))
     return out
 
 
@@ -187,10 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.policy} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
           f"steps from the killing (steered {args.steer} steps; villages left out, their killing changed by "
           f"another's steering: {out['villages_out_of_step']}):")
-    print(f"  {'play':8s} {'return':>8s} {'killed':>7s} {'got away':>9s}")
+    labels = killed_by_labels()
+    print(f"  {'play':8s} {'return':>8s} {'killed':>7s} {'got away':>9s}   killed, by steps after the killing "
+          f"({', '.join(labels)})")
     for name in PLAYS:
         r = out[name]
-        print(f"  {name:8s} {r['return']:8.3f} {r['killed']:7.3f} {r['fled']:9.3f}")
+        print(f"  {name:8s} {r['return']:8.3f} {r['killed']:7.3f} {r['fled']:9.3f}   "
+              + " / ".join(str(r["killed_when"][k]) for k in labels))
     if args.json:
         print(json.dumps(out))
     return 0

@@ -51,6 +51,8 @@ def test_the_what_if_plays_match_the_metrics_until_steered_and_steer_after(bench
     n = out["witnesses"]
     assert n == counts["fear_eligible"] > 0  # one killing per village in this scenario
     assert out["policy"]["fled"] * n == pytest.approx(counts["fear_fled_hit"])
+    for play in bench.PLAYS:
+        assert sum(out[play]["killed_when"].values()) == pytest.approx(out[play]["killed"] * n)
     base, _ = bench.play(lambda: ScriptedPolicy(seed=0), world, scenario, 6, 2, None, {}, 6)
     p = MetricParams()
     witnesses = {b: (d.step, d.killer, [i for i, _ in timid_witnesses(base, p, d)])
