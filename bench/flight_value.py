@@ -118,6 +118,7 @@ def play_training(policy: Any, spec: Any, villages: int, seed: int, steering: St
     """One episode of the training scenario (`mixed`: one to three killings, rampages, hunts, as the policy's own
     tuning sets them), recorded like a bundled scenario."""
     from engine.metrics import TraceRecorder
+    from engine.scenarios import step_recorded
     from engine.sim import VillageSim
     from npc_brains.evaluate import policy_slots
     from npc_brains.tuning import policy_tuning
@@ -125,14 +126,8 @@ def play_training(policy: Any, spec: Any, villages: int, seed: int, steering: St
     sim = VillageSim(spec, villages, seed, slots=policy_slots(policy), max_ticks=TRAINING.ticks, scenario="mixed",
                      record=True, tuning=policy_tuning(policy))
     recorder = TraceRecorder(sim, scenario="mixed", world=spec.id, rng=np.random.default_rng([seed, 29]))
-    B, N = sim.B, sim.N
     for tick in range(TRAINING.ticks):
-        recorder.before_step()
-        out = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1))
-        actions = np.asarray(out.actions).reshape(B, N).copy()
-        steering(sim, tick, actions)
-        sim.step(actions)
-        recorder.after_step()
+        step_recorded(sim, policy, recorder, tick, steer=steering)
         if on_tick is not None:
             on_tick(tick)
     return recorder.finish()
@@ -154,8 +149,9 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
         runs = {"policy": base}
         runs["flee"] = play(load, spec, scenario, villages, seed, Action.FLEE, witnesses, steer, on_tick)
         runs["attack"] = play(load, spec, scenario, villages, seed, Action.ATTACK, witnesses, steer, on_tick)
+        firsts = [first_deaths(trace) for trace, _ in runs.values()]
         for b, (step, killer, who) in witnesses.items():
-            if not all(same_killing(first_deaths(trace).get(b), deaths[b]) for trace, _ in runs.values()):
+            if not all(same_killing(first.get(b), deaths[b]) for first in firsts):
                 # the scenario's draws are shared by the villages, so steering one village that saw its killing
                 # early can change a later killing elsewhere; such a village is no longer the same run
                 out_of_step += 1

@@ -179,10 +179,11 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     away = npc_pos - target_pos
     away_len = length(away, keepdims=True)
     heading = away / np.maximum(away_len, FLEE_EPS)
-    flee_dest = np.clip(npc_pos + heading * t.flee_distance, 0, w.size[:, None, :])
-    if t.flee_along_walls:
-        flee_dest = _widest_flight(npc_pos, heading, target_pos, t.flee_distance, w.size[:, None, :])
     fleeing = act == Action.FLEE
+    if t.flee_along_walls and fleeing.any():  # the turned headings cost seven ends per NPC: only when anyone flees
+        flee_dest = _widest_flight(npc_pos, heading, target_pos, t.flee_distance, w.size[:, None, :])
+    else:
+        flee_dest = np.clip(npc_pos + heading * t.flee_distance, 0, w.size[:, None, :])
     to_home = np.zeros_like(fleeing)
     safe = w.sight_radius[:, None] * t.safe_distance_factor * t.flee_margin  # where a flight may stop
     if t.flee_home:  # a refuge: home, when the way there leads away from the threat (not past it)

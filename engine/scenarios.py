@@ -548,6 +548,21 @@ def scenario_commands(plan: ScenarioPlan, tick: int) -> list[tuple[int, int, str
     return out
 
 
+def step_recorded(sim: Any, policy: Policy, recorder: Any, tick: int, *, deterministic: bool = False,
+                  steer: Callable[[Any, int, np.ndarray], None] | None = None) -> None:
+    """One step of a recorded play: the policy chooses every NPC's action (which `steer`, when given, may
+    overwrite in place), the sim steps, the recorder keeps the step."""
+    B, N = sim.B, sim.N
+    recorder.before_step()
+    out = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1), deterministic=deterministic)
+    actions = np.asarray(out.actions).reshape(B, N)
+    if steer is not None:
+        actions = actions.copy()
+        steer(sim, tick, actions)
+    sim.step(actions)
+    recorder.after_step()
+
+
 def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, villages: int = 32, seed: int = 0,
                  slots: int = 4, max_ticks: int | None = None, deterministic: bool = False,
                  probe_rows: int = 256, tuning: Any = None,
@@ -568,7 +583,7 @@ def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, village
     gather_crowd(sim, plan, rng)
     recorder = TraceRecorder(sim, scenario=scenario.id, world=spec.id, probe_rows=probe_rows,
                              rng=np.random.default_rng([seed, 29]))
-    B, N = sim.B, sim.N
+    N = sim.N
     kill_ticks = [step.tick for step in scenario.kills]
     errands = Errands(plan, sim.t.talk_radius * TALK_RANGE_FACTOR * REACH_MARGIN, rng) if scenario.errands else None
     for tick in range(ticks):
@@ -580,14 +595,7 @@ def run_scenario(policy: Policy, scenario: Scenario, spec: WorldSpec, *, village
         if errands is not None:
             for b, actor, op, target, x, y in errands.commands(sim, tick):
                 sim.command(b, actor, op, target=target, x=x, y=y)
-        recorder.before_step()
-        out = policy.act(sim.obs.reshape(B * N, -1), sim.mask.reshape(B * N, -1), deterministic=deterministic)
-        actions = np.asarray(out.actions).reshape(B, N)
-        if steer is not None:
-            actions = actions.copy()
-            steer(sim, tick, actions)
-        sim.step(actions)
-        recorder.after_step()
+        step_recorded(sim, policy, recorder, tick, deterministic=deterministic, steer=steer)
         if on_tick is not None:
             on_tick(tick)
     trace = recorder.finish()
