@@ -319,6 +319,8 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
         tgt_alive = s.alive[every, tgt]
         if t.flee_home:  # a villager hiding at home is out of reach: the chase ends
             tgt_alive = tgt_alive & ~(v.hiding[every, np.minimum(tgt, N - 1)] & (tgt < N))
+        if t.flight_escapes_hunt:
+            lose_prey(v, m, live & (mode == ActorMode.HUNT), tgt, tgt_pos, mode)
         chasing = live & _is(mode, ActorMode.HUNT, ActorMode.STRIKE, ActorMode.RAID, ActorMode.DEFEND)
         mode = np.where(chasing & ~tgt_alive & (mode != ActorMode.RAID), ActorMode.IDLE, mode)
         chasing &= tgt_alive
@@ -367,6 +369,22 @@ def move_actors(v: Village, ctx: TickContext, director: ActorDirector | None = N
         s.present[:, e] &= ~gone
         mode = np.where(gone, ActorMode.OFF_MAP, mode)
         s.actor_mode[:, m] = mode
+
+
+def lose_prey(v: Village, m: int, hunting: np.ndarray, tgt: np.ndarray, tgt_pos: np.ndarray,
+              mode: np.ndarray) -> None:
+    """Tuning.flight_escapes_hunt: actor m, hunting in the villages `hunting` (B,), loses a prey that flees from
+    him and is out of his sight; the hunt ends and he strolls to a public place (`mode` is changed in place)."""
+    s, w, N = v.state, v.w, v.N
+    every = np.arange(v.B)
+    prey = np.minimum(tgt, N - 1)
+    fled = (tgt < N) & (s.activity[every, prey] == Action.FLEE) & (s.target[every, prey] == N + m)
+    out_of_sight = length(tgt_pos - s.pos[:, N + m]) > w.sight_radius
+    lost = np.flatnonzero(hunting & fled & out_of_sight)
+    if len(lost):  # no draw unless a prey got away: the same trajectories until then
+        pick = v.rng.integers(0, w.hangout_pos.shape[1], len(lost))
+        s.actor_dest[lost, m] = w.hangout_pos[lost, pick]
+        mode[lost] = ActorMode.STROLL
 
 
 def turn_on_attackers(v: Village, ctx: TickContext) -> None:

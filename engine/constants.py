@@ -171,6 +171,8 @@ class Tuning:
     flee_along_walls: bool = False  # True: a flight straight away that the village's edge would stop turns (up to
     # 135 degrees either way) to the heading whose end lies farthest from the threat, so a villager backed against a
     # wall runs along it; False: it heads for the nearest point of the edge and waits there
+    flight_escapes_hunt: bool = False  # True: a killer hunting a villager who flees from him and gets out of his sight
+    # loses her: the hunt ends and he strolls to a public place. False: a hunt ends only with the prey dead or hidden
     refuge_out_of_sight: bool = False  # True (with flee_home): home is a refuge only when it lies at least the safe
     # distance from the threat; a flight from a killer who can see one's door runs straight away until safe
     grief_waits: bool = False  # True: grief neither stings nor fades while the NPC flees or hides (fear first)

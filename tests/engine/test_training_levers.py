@@ -682,3 +682,30 @@ def test_a_flight_backed_against_the_edge_runs_along_it_under_flee_along_walls(v
     np.testing.assert_allclose(moved[True], moved[False], atol=1e-5)  # in the open, the same straight flight
     assert moved[True][1] > 0 and abs(moved[True][0]) < 1e-4  # straight away from the threat below it
     assert Tuning().flee_along_walls is False
+
+
+def test_a_prey_that_flees_out_of_the_killers_sight_escapes_under_flight_escapes_hunt(village):
+    """flight_escapes_hunt: a hunting killer loses a villager who flees from him once she is out of his sight (he
+    strolls to a public place); off, he chases her on. A prey out of sight that does not flee is hunted on either
+    way: the lever rewards a flight, not distance."""
+    for on in (False, True):
+        for flees in (False, True):
+            sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(flight_escapes_hunt=on))
+            s, player = sim.state, sim.player
+            m = player - sim.N
+            sight = float(sim.w.sight_radius[0])
+            s.pos[0, player] = np.array([5.0, 5.0], np.float32)
+            s.pos[0, 2] = np.array([5.0, 5.0 + sight + 2.0], np.float32)  # out of his sight, straight above him
+            s.knows_threat[0, 2, player] = True
+            s.actor_mode[0, m] = ActorMode.HUNT
+            s.actor_target[0, m] = 2
+            sim.obs, sim.mask = sim.observer.observe()
+            actions = idle(sim)
+            if flees:
+                slot = int(np.flatnonzero(sim.observer.slot_entity[0, 2] == player)[0])
+                actions[0, 2] = flat_action(Action.FLEE, slot, sim.K)
+            sim.step(actions)
+            lost = on and flees
+            assert s.actor_mode[0, m] == (ActorMode.STROLL if lost else ActorMode.HUNT), (on, flees)
+            assert s.alive[0, 2]
+    assert Tuning().flight_escapes_hunt is False
