@@ -140,6 +140,7 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
     killing is not the same in every play is left out and counted (`villages_out_of_step`)."""
     p = MetricParams()
     sums = {name: {"return": 0.0, "killed": 0, "fled": 0} for name in PLAYS}
+    returns: dict[str, list[float]] = {name: [] for name in PLAYS}  # per witness, in the same order in every play
     when = {name: [0] * (len(KILLED_BY) + 1) for name in PLAYS}
     n = out_of_step = 0
     for scenario in scenarios:
@@ -160,7 +161,8 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
                 n += 1
                 for name, (trace, steering) in runs.items():
                     end = min(step + horizon, trace.ticks)
-                    sums[name]["return"] += float(steering.rewards[step:end, b, i].sum())
+                    returns[name].append(float(steering.rewards[step:end, b, i].sum()))
+                    sums[name]["return"] += returns[name][-1]
                     dead = np.flatnonzero(~trace.alive[step + 1:end + 1, b, i])
                     sums[name]["killed"] += int(len(dead) > 0)
                     if len(dead):
@@ -171,7 +173,22 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
     for name in PLAYS:
         out[name] = {k: (v / n if n else float("nan")) for k, v in sums[name].items()}
         out[name]["killed_when"] = dict(zip(killed_by_labels(), when[name], strict=True))
+        out[name]["return_se"] = standard_error(np.asarray(returns[name]))
+    # the plays share their witnesses, villages and draws: a paired difference is the fair comparison
+    out["differences"] = {f"{a} - {b}": paired_difference(returns[a], returns[b])
+                          for a, b in (("flee", "attack"), ("flee", "policy"), ("attack", "policy"))}
     return out
+
+
+def standard_error(x: np.ndarray) -> float:
+    """Standard error of the mean of x (nan with fewer than two values)."""
+    return float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else float("nan")
+
+
+def paired_difference(a: list[float], b: list[float]) -> dict[str, float]:
+    """Mean of a - b over the same witnesses, and its standard error."""
+    d = np.asarray(a) - np.asarray(b)
+    return {"mean": float(d.mean()) if len(d) else float("nan"), "se": standard_error(d)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,12 +214,14 @@ def main(argv: list[str] | None = None) -> int:
           f"steps from the killing (steered {args.steer} steps; villages left out, their killing changed by "
           f"another's steering: {out['villages_out_of_step']}):")
     labels = killed_by_labels()
-    print(f"  {'play':8s} {'return':>8s} {'killed':>7s} {'got away':>9s}   killed, by steps after the killing "
-          f"({', '.join(labels)})")
+    print(f"  {'play':8s} {'return':>8s} {'+/- se':>7s} {'killed':>7s} {'got away':>9s}   killed, by steps after the "
+          f"killing ({', '.join(labels)})")
     for name in PLAYS:
         r = out[name]
-        print(f"  {name:8s} {r['return']:8.3f} {r['killed']:7.3f} {r['fled']:9.3f}   "
+        print(f"  {name:8s} {r['return']:8.3f} {r['return_se']:7.3f} {r['killed']:7.3f} {r['fled']:9.3f}   "
               + " / ".join(str(r["killed_when"][k]) for k in labels))
+    print("  paired differences of return (same witnesses): "
+          + ", ".join(f"{k} {d['mean']:+.3f} +/- {d['se']:.3f}" for k, d in out["differences"].items()))
     if args.json:
         print(json.dumps(out))
     return 0

@@ -1,5 +1,6 @@
 """The policy probes in bench/ count exactly what the emergence metrics count, and reject bad flags in one line."""
 
+import numpy as np
 import pytest
 
 from engine.metrics import MetricParams, summarize, timid_witnesses
@@ -53,6 +54,11 @@ def test_the_what_if_plays_match_the_metrics_until_steered_and_steer_after(bench
     assert out["policy"]["fled"] * n == pytest.approx(counts["fear_fled_hit"])
     for play in bench.PLAYS:
         assert sum(out[play]["killed_when"].values()) == pytest.approx(out[play]["killed"] * n)
+        assert out[play]["return_se"] >= 0
+    for pair, diff in out["differences"].items():  # paired over the same witnesses: the means' difference
+        a, b = pair.split(" - ")
+        assert diff["mean"] == pytest.approx(out[a]["return"] - out[b]["return"], abs=1e-9)
+        assert diff["se"] >= 0
     base, _ = bench.play(lambda: ScriptedPolicy(seed=0), world, scenario, 6, 2, None, {}, 6)
     p = MetricParams()
     witnesses = {b: (d.step, d.killer, [i for i, _ in timid_witnesses(base, p, d)])
@@ -87,3 +93,12 @@ def test_bad_flags_are_one_line_errors(bench_script, capsys, script, flags, name
         bench_script(script).main(flags)
     assert exit_info.value.code == 2
     assert named in capsys.readouterr().err
+
+
+def test_flight_value_pairs_the_witnesses_for_its_differences(bench_script):
+    """The paired difference's error is that of the per-witness differences, not of the two means apart."""
+    bench = bench_script("flight_value")
+    d = bench.paired_difference([1.0, 2.0, 3.0], [0.0, 1.0, 4.0])  # differences 1, 1, -1
+    assert d["mean"] == pytest.approx(1 / 3)
+    assert d["se"] == pytest.approx(np.std([1, 1, -1], ddof=1) / np.sqrt(3))
+    assert np.isnan(bench.standard_error(np.array([2.0])))
