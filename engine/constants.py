@@ -211,6 +211,9 @@ class Tuning:
     hunt_afraid: float = 0.0  # > 0: a loose killer choosing his next prey (hunt_nearest, a rampage) takes the nearest
     # villager in his sight whose fear of him is at least this, if there is one: he goes for those who fear him (who
     # saw him kill and stayed), not for those who stand up to him (0 = off: the nearest, whoever it is)
+    hunt_afraid_only: bool = False  # True (with hunt_afraid > 0): those who fear him are his only prey; with none of
+    # them in sight his next hunt waits (a rampage roams on, a later killing takes its planned victim), so standing up
+    # to him is no danger. False: with nobody afraid in sight, the nearest villager
     work_energy_factor: float = 1.5  # energy drains this much faster while working
     talk_gain: float = 0.2
     work_output: float = 0.012  # granary fraction per worker-tick at diligence 1

@@ -169,7 +169,8 @@ class KillingCurriculum:
         mode[vb] = ActorMode.HUNT
         s.actor_target[vb, m] = prey[seen]
         self.rampage[vb] -= 1
-        roam = villages[~seen & np.isfinite(dist)]
+        anyone = np.isfinite(nearest_villager(v, villages, v.N + m)[1] if v.t.hunt_afraid_only else dist)
+        roam = villages[~seen & anyone]
         if len(roam):
             pick = v.rng.integers(0, w.hangout_pos.shape[1], len(roam))
             s.actor_dest[roam, m] = w.hangout_pos[roam, pick]
@@ -178,12 +179,15 @@ class KillingCurriculum:
 
 def killer_prey(v: Village, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
     """The villager killer e goes for next in each of `villages`, and its distance: the nearest one in his sight
-    who fears him (fear >= Tuning.hunt_afraid) when that is on and there is one, else the nearest."""
+    who fears him (fear >= Tuning.hunt_afraid) when that is on and there is one, else the nearest (with
+    Tuning.hunt_afraid_only, else nobody: distance inf)."""
     prey, dist = nearest_villager(v, villages, e)
     if v.t.hunt_afraid <= 0:
         return prey, dist
     afraid = v.state.fear[villages, :v.N, e] >= v.t.hunt_afraid
     prey_afraid, dist_afraid = nearest_villager(v, villages, e, among=afraid)
+    if v.t.hunt_afraid_only:
+        return prey_afraid, dist_afraid
     take = dist_afraid <= v.w.sight_radius[villages]
     return np.where(take, prey_afraid, prey), np.where(take, dist_afraid, dist)
 

@@ -709,3 +709,29 @@ def test_a_prey_that_flees_out_of_the_killers_sight_escapes_under_flight_escapes
             assert s.actor_mode[0, m] == (ActorMode.STROLL if lost else ActorMode.HUNT), (on, flees)
             assert s.alive[0, 2]
     assert Tuning().flight_escapes_hunt is False
+
+
+def test_a_killer_who_hunts_only_the_afraid_spares_those_who_stand_up_to_him(village):
+    """hunt_afraid_only: with nobody in his sight who fears him, a rampaging killer at the scene orders no killing
+    (without it he takes the nearest); with one who fears him in sight he takes that one either way."""
+    for only in (False, True):
+        for afraid in (False, True):
+            sim = VillageSim(village, 1, seed=2, scenario="mixed", tuning=Tuning(
+                rampage_linger=0, hunt_afraid=0.3, hunt_afraid_only=only, curriculum_rampage=1.0))
+            s, player, m, d = sim.state, sim.player, sim.player - sim.N, sim.driver
+            d.kill_tick[0] = -1
+            d.rampage[0] = 1
+            s.actor_mode[0, m], s.actor_timer[0, m] = ActorMode.LINGER, sim.t.linger_ticks - 1
+            s.pos[0, 5] = s.pos[0, player] + np.array([1.0, 0.0], np.float32)  # beside him
+            s.fear[0, :, player] = 0.0
+            s.fear[0, 5, player] = 1.0 if afraid else 0.0
+            sim.commands.clear()
+            d.before_tick(sim)
+            orders = [(c.op, c.target) for c in sim.commands]
+            if only and not afraid:
+                assert orders == [] and d.rampage[0] == 1
+            else:
+                assert len(orders) == 1 and orders[0][0] == "kill" and d.rampage[0] == 0
+                if afraid:
+                    assert orders[0][1] == 5
+    assert Tuning().hunt_afraid_only is False
