@@ -181,13 +181,13 @@ def killer_prey(v: Village, villages: np.ndarray, e: int) -> tuple[np.ndarray, n
     """The villager killer e goes for next in each of `villages`, and its distance: the nearest one in his sight
     who fears him (fear >= Tuning.hunt_afraid) when that is on and there is one, else the nearest (with
     Tuning.hunt_afraid_only, else nobody: distance inf)."""
-    prey, dist = nearest_villager(v, villages, e)
     if v.t.hunt_afraid <= 0:
-        return prey, dist
+        return nearest_villager(v, villages, e)
     afraid = v.state.fear[villages, :v.N, e] >= v.t.hunt_afraid
     prey_afraid, dist_afraid = nearest_villager(v, villages, e, among=afraid)
     if v.t.hunt_afraid_only:
         return prey_afraid, dist_afraid
+    prey, dist = nearest_villager(v, villages, e)
     take = dist_afraid <= v.w.sight_radius[villages]
     return np.where(take, prey_afraid, prey), np.where(take, dist_afraid, dist)
 
