@@ -257,11 +257,28 @@ def perform(v: Village, ctx: TickContext) -> np.ndarray:
 
 
 def finish_performing(v: Village, perf: np.ndarray) -> None:
-    """A performance that has run its ticks ends (the NPC is free to choose again)."""
+    """A performance that has run its ticks ends (the NPC is free to choose again); with
+    Tuning.hide_until_clear, so does hiding at home once the threat is out of sight of the house."""
     s = v.state
     done_performing = perf & (s.perform_left <= 1)
+    if v.t.hide_until_clear and v.t.flee_home:
+        done_performing |= perf & hiding_is_over(v)
     s.perform_left = s.perform_left - perf
     s.busy &= ~done_performing
+
+
+def hiding_is_over(v: Village) -> np.ndarray:
+    """(B, N) NPCs hiding at home whose threat can no longer see them (farther than his sight radius): the danger
+    that sent them home has passed, so they may choose again. (A threat that died or left the village already
+    ends a flight, and a hunt never targets a hider.)"""
+    s, w, N = v.state, v.w, v.N
+    hiding = v.hiding
+    if not hiding.any():
+        return hiding
+    every = np.arange(v.B)[:, None]
+    threat = np.clip(s.target[:, :N], 0, s.pos.shape[1] - 1)
+    far = length(s.pos[every, threat] - s.pos[:, :N]) > w.sight_radius[:, None]
+    return hiding & far
 
 
 def npcs_act(v: Village, ctx: TickContext, mask: np.ndarray, slot_entity: np.ndarray) -> None:

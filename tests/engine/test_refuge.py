@@ -240,3 +240,29 @@ def test_work_stops_for_a_villager_who_knows_a_killer_is_loose():
         sim.state.alive[0, player] = False
         sim.obs, sim.mask = sim.observer.observe()
         assert sim.mask[0, cai, work]
+
+
+def test_hide_until_clear_ends_hiding_once_the_killer_is_out_of_sight_of_the_house():
+    """hide_until_clear: a hider whose killer walks out of sight of the house is free to choose again at once;
+    while he can see it, it hides on. Off, it hides its hide_ticks whatever he does."""
+    for on in (False, True):
+        for far in (False, True):
+            sim = make_sim(flee_home=True, hide_ticks=30, hide_until_clear=on)
+            cai, player, m = ent(sim, "Cai"), sim.player, sim.player - sim.N
+            s = sim.state
+            afraid_near_home(sim, cai)
+            sim.step(flee(sim, cai))
+            for _ in range(12):
+                sim.step(idle(sim))
+                if sim.hiding[0, cai]:
+                    break
+            assert sim.hiding[0, cai]
+            sight = float(sim.w.sight_radius[0])
+            gap = sight + 1.0 if far else sight / 2
+            s.pos[0, player] = s.pos[0, cai] + np.array([gap, 0.0], np.float32)
+            for _ in range(3):
+                s.actor_mode[0, m] = ActorMode.IDLE  # he stands where he was put
+                sim.step(idle(sim))
+            assert sim.hiding[0, cai] == (not (on and far)), (on, far)
+            assert s.alive[0, cai]
+    assert Tuning().hide_until_clear is False
