@@ -276,7 +276,7 @@ def hiding_is_over(v: Village) -> np.ndarray:
     if not hiding.any():
         return hiding
     every = np.arange(v.B)[:, None]
-    threat = np.clip(s.target[:, :N], 0, s.pos.shape[1] - 1)
+    threat = np.clip(s.target, 0, s.pos.shape[1] - 1)
     far = length(s.pos[every, threat] - s.pos[:, :N]) > w.sight_radius[:, None]
     return hiding & far
 
