@@ -261,7 +261,7 @@ def finish_performing(v: Village, perf: np.ndarray) -> None:
     Tuning.hide_until_clear, so does hiding at home once the threat is out of sight of the house."""
     s = v.state
     done_performing = perf & (s.perform_left <= 1)
-    if v.t.hide_until_clear and v.t.flee_home:
+    if v.t.hide_until_clear:  # nobody hides without flee_home (`v.hiding` is empty then)
         done_performing |= perf & hiding_is_over(v)
     s.perform_left = s.perform_left - perf
     s.busy &= ~done_performing

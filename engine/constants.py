@@ -167,7 +167,7 @@ class Tuning:
     # there hide_ticks: out of a killer's reach (his hunts pass it over) and feeling safe (fear fades at the safe rate)
     hide_ticks: int = 6
     hide_until_clear: bool = False  # True: hiding at home ends as soon as the threat is out of sight of the house
-    # (farther than his sight radius from it) and not hunting the hider, hide_ticks at most; False: hide_ticks always
+    # (farther than his sight radius from it), hide_ticks at most; False: it lasts hide_ticks whatever he does
     flee_margin: float = 1.0  # a flight straight away runs to this many times the safe distance before it stops
     # (and, with refuge_out_of_sight, a refuge lies at least that far from the threat): 1 = stop at the safe distance
     flee_along_walls: bool = False  # True: a flight straight away that the village's edge would stop turns (up to
