@@ -47,6 +47,17 @@ def flee(sim: VillageSim, npc: int) -> np.ndarray:
     return actions
 
 
+def hidden_at_home(sim: VillageSim, npc: int) -> None:
+    """`npc`, afraid near its home (afraid_near_home), flees there and is hiding when this returns."""
+    afraid_near_home(sim, npc)
+    sim.step(flee(sim, npc))
+    for _ in range(12):
+        sim.step(idle(sim))
+        if sim.hiding[0, npc]:
+            break
+    assert sim.hiding[0, npc]
+
+
 def test_a_flight_home_hides_there_and_fear_fades_though_the_killer_is_near():
     sim = make_sim(flee_home=True, hide_ticks=5)
     cai, player = ent(sim, "Cai"), sim.player
@@ -82,13 +93,7 @@ def test_a_killer_cannot_reach_a_villager_hiding_at_home():
     sim = make_sim(flee_home=True, hide_ticks=30)
     cai, player = ent(sim, "Cai"), sim.player
     s, m = sim.state, sim.player - sim.N
-    afraid_near_home(sim, cai)
-    sim.step(flee(sim, cai))
-    for _ in range(12):
-        sim.step(idle(sim))
-        if sim.hiding[0, cai]:
-            break
-    assert sim.hiding[0, cai]
+    hidden_at_home(sim, cai)
     s.pos[0, :sim.N][np.arange(sim.N) != cai] += 100.0  # everyone else far off: Cai is the nearest by far
     sim.obs, sim.mask = sim.observer.observe()
     prey, _ = nearest_villager(sim, np.array([0]), player)
@@ -250,13 +255,7 @@ def test_hide_until_clear_ends_hiding_once_the_killer_is_out_of_sight_of_the_hou
             sim = make_sim(flee_home=True, hide_ticks=30, hide_until_clear=on)
             cai, player, m = ent(sim, "Cai"), sim.player, sim.player - sim.N
             s = sim.state
-            afraid_near_home(sim, cai)
-            sim.step(flee(sim, cai))
-            for _ in range(12):
-                sim.step(idle(sim))
-                if sim.hiding[0, cai]:
-                    break
-            assert sim.hiding[0, cai]
+            hidden_at_home(sim, cai)
             sight = float(sim.w.sight_radius[0])
             gap = sight + 1.0 if far else sight / 2
             s.pos[0, player] = s.pos[0, cai] + np.array([gap, 0.0], np.float32)
