@@ -106,6 +106,14 @@ def tensors_checksum(data: Any) -> str:
     return digest.hexdigest()
 
 
+def policy_payload(config: dict[str, Any], net: dict[str, Any], env: Any,
+                   model: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """What a policy.pt holds. Its tensors are on the CPU whatever device trained them, so a policy trained on a
+    GPU loads with a plain `torch.load(weights_only=True)` on a machine without one (a game's, a bundle's)."""
+    return {"kind": "policy", "config": config, "net": net, "env": env_description(env),
+            "model": {key: value.detach().cpu() for key, value in model.items()}}
+
+
 def env_description(env: Any) -> dict[str, Any]:
     """What a policy needs to match: stored in every checkpoint."""
     return {"env_id": env.env_id, "obs_dim": int(env.obs_dim), "n_actions": int(env.n_actions),

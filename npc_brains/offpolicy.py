@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from npc_brains import checkpoint
 from npc_brains import offpolicy_maths as om
 from npc_brains.checkpoint import (
     CheckpointError,
@@ -179,8 +180,7 @@ class OffPolicyTrainer(RunLoop):
 
     def policy_payload(self) -> dict[str, Any]:
         model = {k: v for k, v in self.learner.model_state().items() if k.startswith("actor.")}
-        return {"kind": "policy", "config": self.cfg.to_dict(), "net": self.spec.to_dict(),
-                "env": env_description(self.env), "model": model}
+        return checkpoint.policy_payload(self.cfg.to_dict(), self.spec.to_dict(), self.env, model)
 
     # ------------------------------------------------------------------ one round
     def epsilon(self) -> float:

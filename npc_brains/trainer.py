@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from npc_brains import maths
+from npc_brains import checkpoint, maths
 from npc_brains.checkpoint import (
     CheckpointError,
     check_env_compatible,
@@ -259,8 +259,7 @@ class Trainer(RunLoop):
 
     def policy_payload(self) -> dict[str, Any]:
         model = {k: v for k, v in self.brain.state_dict().items() if k.startswith(("actor.", "value_norm."))}
-        return {"kind": "policy", "config": self.cfg.to_dict(), "net": self.spec.to_dict(),
-                "env": env_description(self.env), "model": model}
+        return checkpoint.policy_payload(self.cfg.to_dict(), self.spec.to_dict(), self.env, model)
 
     def _snapshot(self) -> dict[str, Any]:
         return {"model": copy.deepcopy(self.brain.state_dict()),
