@@ -20,6 +20,23 @@ def test_the_bundled_policies_are_package_data():
         assert path.is_file() and path.parent.parent.parent == Path(npc_brains.__file__).parent
 
 
+def test_the_bundled_policies_hold_cpu_tensors():
+    """They were trained on a GPU; a game without one loads them with a plain torch.load."""
+    from npc_brains.checkpoint import policy_payload
+
+    for name in ("default", "mappo"):
+        data = torch.load(bundled_policy(name), weights_only=True)
+        assert {t.device.type for t in data["model"].values()} == {"cpu"}
+    weight = torch.nn.Parameter(torch.ones(2))
+
+    class Env:
+        env_id, obs_dim, n_actions, state_dim, num_agents = "e", 1, 1, 1, 1
+        observation_layout, action_names = [], []
+
+    model = policy_payload({}, {}, Env(), {"actor.w": weight})["model"]
+    assert not model["actor.w"].requires_grad and model["actor.w"].device.type == "cpu"
+
+
 def test_a_trained_policy_comes_with_the_tuning_it_was_trained_in():
     policy = load_policy("default")
     overrides = policy.config["tuning"]
