@@ -1,0 +1,101 @@
+"""What are a death's causal chains made of? The events of each trigger death's tree, by depth and kind.
+
+`chain_length` (docs/emergence.md) is the deepest level of the tree of events reached from a trigger death along
+the log's cause links. This probe builds the same trees (`engine.metrics.chain_stats`) and counts their events
+per depth and kind (a reaction's label; an ATTACK blow or a DEATH with who struck whom, a villager or an actor
+such as the player), per trigger death, so two policies' chains can be compared level by level: which events
+make the untrained network's chains deeper, which the trained one's.
+
+    python bench/chain_anatomy.py --policy default --world generated:48:10000 --villages 8
+    python bench/chain_anatomy.py --policy default --world generated:48:10000 --villages 8 --untrained
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
+
+from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+
+from engine.constants import REACTION_NAMES, EventType  # noqa: E402
+from engine.metrics import Stats, chain_stats, trigger_deaths  # noqa: E402
+
+
+def _kind(trace: Any, row: int) -> str:
+    ev = trace.events
+    t = int(ev["type"][row])
+    if t == EventType.REACTION:
+        return REACTION_NAMES[int(ev["reaction"][row])]
+    def who(e: int) -> str:
+        return "villager" if 0 <= e < trace.N else "actor"
+
+    name = EventType(t).name.lower()
+    return f"{name} of {who(int(ev['target'][row]))} by {who(int(ev['actor'][row]))}"
+
+
+def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
+            on_tick: Callable[[int], None] | None = None) -> dict:
+    """{depth: {kind: events per trigger death}}, the mean deepest level, and the deepest levels' histogram."""
+    from engine.scenarios import run_scenario
+    from npc_brains.evaluate import policy_slots
+    from npc_brains.tuning import policy_tuning
+
+    levels: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
+    deepest: collections.Counter = collections.Counter()
+    roots = 0
+    for scenario in scenarios:
+        trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
+                             tuning=policy_tuning(policy), on_tick=on_tick)
+        deaths = trigger_deaths(trace)
+        trees = chain_stats(trace, Stats(), deaths)
+        row_of = {(int(b), int(i)): r for r, (b, i) in enumerate(zip(trace.events["village"], trace.events["id"],
+                                                                      strict=True))}
+        for (b, root), depth in trees.items():
+            roots += 1
+            below = {e: k for e, k in depth.items() if e != root}
+            deepest[max(below.values(), default=0)] += 1
+            for e, k in below.items():
+                levels[k][_kind(trace, row_of[(b, e)])] += 1
+    n = max(roots, 1)
+    return {"deaths": roots,
+            "chain_length": sum(k * c for k, c in deepest.items()) / n,
+            "deepest": {int(k): c for k, c in sorted(deepest.items())},
+            "levels": {int(k): {kind: round(c / n, 3) for kind, c in levels[k].most_common()}
+                       for k in sorted(levels)}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_probe_args(parser, scenarios="all", seed=5)
+    parser.add_argument("--untrained", action="store_true",
+                        help="run the policy's untrained network (random_init) in the policy's world")
+    args = parser.parse_args(argv)
+    spec, scenarios, policy = read_probe_args(parser, args)
+    name = args.policy
+    if args.untrained:
+        from npc_brains.evaluate import random_init_policy
+
+        fresh = random_init_policy(policy, seed=args.seed)
+        if fresh is None:
+            parser.error(f"{args.policy} has no network to re-initialise")
+        policy, name = fresh, f"{args.policy} (untrained)"
+    with tick_progress(scenarios, args.quiet) as on_tick:
+        out = anatomy(policy, spec, scenarios, args.villages, args.seed, on_tick)
+    print(f"{name} on {args.world}: {out['deaths']} trigger deaths, mean chain length {out['chain_length']:.2f}; "
+          "deepest level: " + ", ".join(f"{k}: {c}" for k, c in out["deepest"].items()))
+    for k, kinds in out["levels"].items():
+        print(f"  depth {k}: " + ", ".join(f"{kind} {x:.2f}" for kind, x in kinds.items()))
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""How does news of a death travel, and where does a trained village lose reach against an untrained one?
+
+For every trigger death whose 48-step window fits (the deaths `news_reach_48` counts), each NPC alive just after
+it (victim and an NPC killer excluded) who knows of it 48 steps later is put in the channel it first learned by:
+witnessed, found the body, warned (a WARN aimed at it), talked (a TALK or COMFORT between teller and hearer that
+step: a chosen conversation) or gossip (told while neither was addressing the other: ambient chat in talking
+range, `Tuning.talk_radius`). Shares are of the NPCs counted, so the channels add up to `news_reach_48`
+(pooled over deaths rather than averaged per death, so the total can differ from the metric in the third digit).
+
+It also prints, over the same windows, how the living spent their ticks (the share of NPC-ticks per activity)
+and, of the NPCs who knew of the death, the share of their ticks in a telling action (TALK, COMFORT, WARN).
+
+    python bench/news_channels.py --policy default --world generated:48:10000 --villages 8
+    python bench/news_channels.py --policy default --world generated:48:10000 --villages 8 --untrained
+
+`--untrained` runs the policy's untrained network (`village eval --compare random_init`'s) instead, in the same
+world. Runs the emergence suite's scenarios (`village eval`'s default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
+
+from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+
+from engine.constants import ACTION_NAMES, Action  # noqa: E402
+from engine.events import HOW_FOUND_BODY, HOW_TOLD, HOW_WARNED, HOW_WITNESSED  # noqa: E402
+from engine.metrics import MetricParams, trigger_deaths  # noqa: E402
+
+CHANNELS = ("witnessed", "found body", "warned", "talked", "gossip")
+CONVERSATION = (int(Action.TALK), int(Action.COMFORT))
+TELLING = (int(Action.TALK), int(Action.COMFORT), int(Action.WARN))
+
+
+def _addressed(trace: Any, step: int, b: int, who: int, whom: int) -> bool:
+    """`who` was in a TALK or COMFORT aimed at `whom` around step `step` (the state before or after it)."""
+    for row in (step, step + 1):
+        if trace.activity[row, b, who] in CONVERSATION and trace.target[row, b, who] == whom:
+            return True
+    return False
+
+
+def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
+             on_tick: Callable[[int], None] | None = None) -> dict:
+    """Counts per channel of the NPCs who knew of a trigger death 48 steps after it, activity shares, telling."""
+    from engine.scenarios import run_scenario
+    from npc_brains.evaluate import policy_slots
+    from npc_brains.tuning import policy_tuning
+
+    horizon = MetricParams().news_reach_at
+    counts: collections.Counter = collections.Counter()
+    doing: collections.Counter = collections.Counter()
+    telling = [0, 0]  # knower-ticks in a telling action, knower-ticks
+    deaths = 0
+    for scenario in scenarios:
+        trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
+                             tuning=policy_tuning(policy), on_tick=on_tick)
+        T, N = trace.activity.shape[0] - 1, trace.N
+        msg = trace.messages
+        for d in trigger_deaths(trace):
+            b, v, s = d.village, d.victim, d.step
+            if s + horizon > T - 1:
+                continue
+            deaths += 1
+            alive = trace.alive[s + 1, b, :N].copy()
+            alive[v] = False
+            if d.killer < N:
+                alive[d.killer] = False
+            pop = np.flatnonzero(alive)
+            counts["population"] += len(pop)
+            learned = trace.learned_tick[b, :, v]
+            sel = (msg["village"] == b) & (msg["subject"] == v)
+            first = {}  # receiver -> (tick, sender, how) of its first message about v
+            for t, snd, rcv, how in zip(msg["tick"][sel], msg["sender"][sel], msg["receiver"][sel], msg["how"][sel],
+                                        strict=True):
+                if rcv not in first or t < first[rcv][0]:
+                    first[int(rcv)] = (int(t), int(snd), int(how))
+            for i in pop:
+                L = int(learned[i])
+                if L < 0 or s + horizon < L:
+                    continue
+                t, snd, how = first.get(int(i), (L, -1, HOW_WITNESSED))
+                if how == HOW_WITNESSED:
+                    counts["witnessed"] += 1
+                elif how == HOW_FOUND_BODY:
+                    counts["found body"] += 1
+                elif how == HOW_WARNED:
+                    counts["warned"] += 1
+                elif how == HOW_TOLD and snd >= 0 and (_addressed(trace, t, b, snd, int(i))
+                                                       or _addressed(trace, t, b, int(i), snd)):
+                    counts["talked"] += 1
+                else:
+                    counts["gossip"] += 1
+            rows = np.arange(s + 1, s + horizon + 1)
+            for i in pop:
+                living = trace.alive[rows, b, i]
+                acts = trace.activity[rows, b, i][living]
+                doing.update(ACTION_NAMES[a] for a in acts)
+                knew = living & (learned[i] >= 0) & (rows - 1 >= learned[i])
+                telling[0] += int(np.isin(trace.activity[rows, b, i][knew], TELLING).sum())
+                telling[1] += int(knew.sum())
+    pop = max(counts["population"], 1)
+    total = max(sum(doing.values()), 1)
+    return {"deaths": deaths, "population": counts["population"],
+            "reach_48": sum(counts[c] for c in CHANNELS) / pop,
+            "channels": {c: counts[c] / pop for c in CHANNELS},
+            "doing": {k: round(n / total, 3) for k, n in doing.most_common()},
+            "knowers_telling": telling[0] / max(telling[1], 1)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_probe_args(parser, scenarios="all", seed=5)
+    parser.add_argument("--untrained", action="store_true",
+                        help="run the policy's untrained network (random_init) in the policy's world")
+    args = parser.parse_args(argv)
+    spec, scenarios, policy = read_probe_args(parser, args)
+    name = args.policy
+    if args.untrained:
+        from npc_brains.evaluate import random_init_policy
+
+        fresh = random_init_policy(policy, seed=args.seed)
+        if fresh is None:
+            parser.error(f"{args.policy} has no network to re-initialise")
+        policy, name = fresh, f"{args.policy} (untrained)"
+    with tick_progress(scenarios, args.quiet) as on_tick:
+        out = channels(policy, spec, scenarios, args.villages, args.seed, on_tick)
+    print(f"{name} on {args.world}: {out['deaths']} deaths, reach at 48 steps {out['reach_48']:.3f} of "
+          f"{out['population']} villagers")
+    print("  by channel: " + ", ".join(f"{c} {x:.3f}" for c, x in out["channels"].items()))
+    print(f"  knowers' ticks spent telling (talk, comfort, warn): {out['knowers_telling']:.3f}")
+    print("  ticks of the living: " + ", ".join(f"{k} {x:.3f}" for k, x in out["doing"].items()))
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
