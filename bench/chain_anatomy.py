@@ -20,11 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
 from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
 
-from engine.constants import REACTION_NAMES, EventType  # noqa: E402
+from engine.constants import REACTION_NAMES, EventType, Reaction  # noqa: E402
 from engine.metrics import Stats, chain_stats, trigger_deaths  # noqa: E402
 
 
@@ -40,8 +42,44 @@ def _kind(trace: Any, row: int) -> str:
     return f"{name} of {who(int(ev['target'][row]))} by {who(int(ev['actor'][row]))}"
 
 
+def follow_news(trace: Any, b: int, victim: int, depth: dict[int, int]) -> dict[int, int]:
+    """The same tree, re-levelled as if hearsay carried causality: an event of the tree by a villager who learned
+    of the victim's death from j sits one level below j's latest warning or consoling aimed at it (an ALARM or
+    CONSOLING event of the tree, logged no later than the step it learned) when that is deeper than its cause.
+    Membership is unchanged; only the levels move (a what-if, not `chain_length`'s definition)."""
+    ev, N = trace.events, trace.N
+    rows = np.flatnonzero(ev["village"] == b)
+    row_of = {int(ev["id"][r]): int(r) for r in rows}
+    root = min(depth, key=depth.get)
+    carriers = {}  # (teller, hearer) -> [(tick, event id)] of the tree's warnings and consolings
+    for e in depth:
+        r = row_of[e]
+        if ev["type"][r] == EventType.REACTION and ev["reaction"][r] in (Reaction.ALARM, Reaction.CONSOLING):
+            carriers.setdefault((int(ev["actor"][r]), int(ev["target"][r])), []).append((int(ev["tick"][r]), e))
+    out = {root: 0}
+    for e in sorted(depth):
+        if e == root:
+            continue
+        r = row_of[e]
+        cause = int(ev["cause"][r])
+        if cause < 0 and ev["type"][r] == EventType.DEATH:  # a death by a villager's blow hangs from the blow
+            blow = rows[(ev["type"][rows] == EventType.ATTACK) & (ev["actor"][rows] == ev["actor"][r])
+                        & (ev["target"][rows] == ev["target"][r]) & (ev["tick"][rows] == ev["tick"][r])]
+            cause = int(ev["id"][blow[0]]) if len(blow) else -1
+        level = depth[e] if cause not in out else out[cause] + 1
+        i = int(ev["actor"][r])
+        teller = int(trace.learned_from[b, i, victim]) if 0 <= i < N else -1
+        if teller >= 0:
+            heard = int(trace.learned_tick[b, i, victim])
+            before = [x for t, x in carriers.get((teller, i), []) if t <= heard and x in out and x < e]
+            if before:
+                level = max(level, out[max(before)] + 1)
+        out[e] = level
+    return out
+
+
 def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
-            on_tick: Callable[[int], None] | None = None) -> dict:
+            on_tick: Callable[[int], None] | None = None, *, news: bool = False) -> dict:
     """{depth: {kind: events per trigger death}}, the mean deepest level, and the deepest levels' histogram."""
     from engine.scenarios import run_scenario
     from npc_brains.evaluate import policy_slots
@@ -57,7 +95,10 @@ def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: i
         trees = chain_stats(trace, Stats(), deaths)
         row_of = {(int(b), int(i)): r for r, (b, i) in enumerate(zip(trace.events["village"], trace.events["id"],
                                                                       strict=True))}
+        victim_of = {(d.village, d.event): d.victim for d in deaths}
         for (b, root), depth in trees.items():
+            if news:
+                depth = follow_news(trace, b, victim_of[(b, root)], depth)
             roots += 1
             below = {e: k for e, k in depth.items() if e != root}
             deepest[max(below.values(), default=0)] += 1
@@ -76,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     add_probe_args(parser, scenarios="all", seed=5)
     parser.add_argument("--untrained", action="store_true",
                         help="run the policy's untrained network (random_init) in the policy's world")
+    parser.add_argument("--follow-news", action="store_true",
+                        help="what-if: re-level each tree as if a warning or consoling that told a villager of the "
+                             "death caused its later reactions (see follow_news)")
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
     name = args.policy
@@ -87,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{args.policy} has no network to re-initialise")
         policy, name = fresh, f"{args.policy} (untrained)"
     with tick_progress(scenarios, args.quiet) as on_tick:
-        out = anatomy(policy, spec, scenarios, args.villages, args.seed, on_tick)
+        out = anatomy(policy, spec, scenarios, args.villages, args.seed, on_tick, news=args.follow_news)
     print(f"{name} on {args.world}: {out['deaths']} trigger deaths, mean chain length {out['chain_length']:.2f}; "
           "deepest level: " + ", ".join(f"{k}: {c}" for k, c in out["deepest"].items()))
     for k, kinds in out["levels"].items():

@@ -4,8 +4,8 @@ For every trigger death whose 48-step window fits (the deaths `news_reach_48` co
 it (victim and an NPC killer excluded) who knows of it 48 steps later is put in the channel it first learned by:
 witnessed, found the body, warned (a WARN aimed at it), talked (a TALK or COMFORT between teller and hearer that
 step: a chosen conversation) or gossip (told while neither was addressing the other: ambient chat in talking
-range, `Tuning.talk_radius`). Shares are of the NPCs counted, so the channels add up to `news_reach_48`
-(pooled over deaths rather than averaged per death, so the total can differ from the metric in the third digit).
+range, `Tuning.talk_radius`). Shares are of the NPCs counted, pooled over the deaths, so the channels add up to
+`reach_48`; `reach_48_per_death` averages each death's share instead, which is `news_reach_48` itself.
 
 It also prints, over the same windows, how the living spent their ticks (the share of NPC-ticks per activity)
 and, of the NPCs who knew of the death, the share of their ticks in a telling action (TALK, COMFORT, WARN).
@@ -62,6 +62,7 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
     doing: collections.Counter = collections.Counter()
     telling = [0, 0]  # knower-ticks in a telling action, knower-ticks
     deaths = 0
+    per_death = []  # each death's share, as news_reach_48 averages them
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                              tuning=policy_tuning(policy), on_tick=on_tick)
@@ -71,12 +72,14 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
             b, v, s = d.village, d.victim, d.step
             if s + horizon > T - 1:
                 continue
-            deaths += 1
             alive = trace.alive[s + 1, b, :N].copy()
             alive[v] = False
             if d.killer < N:
                 alive[d.killer] = False
             pop = np.flatnonzero(alive)
+            if not len(pop):
+                continue
+            deaths += 1
             counts["population"] += len(pop)
             learned = trace.learned_tick[b, :, v]
             sel = (msg["village"] == b) & (msg["subject"] == v)
@@ -85,10 +88,12 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
                                         strict=True):
                 if rcv not in first or t < first[rcv][0]:
                     first[int(rcv)] = (int(t), int(snd), int(how))
+            knew = 0
             for i in pop:
                 L = int(learned[i])
                 if L < 0 or s + horizon < L:
                     continue
+                knew += 1
                 t, snd, how = first.get(int(i), (L, -1, HOW_WITNESSED))
                 if how == HOW_WITNESSED:
                     counts["witnessed"] += 1
@@ -101,6 +106,7 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
                     counts["talked"] += 1
                 else:
                     counts["gossip"] += 1
+            per_death.append(knew / len(pop))
             rows = np.arange(s + 1, s + horizon + 1)
             for i in pop:
                 living = trace.alive[rows, b, i]
@@ -113,6 +119,7 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
     total = max(sum(doing.values()), 1)
     return {"deaths": deaths, "population": counts["population"],
             "reach_48": sum(counts[c] for c in CHANNELS) / pop,
+            "reach_48_per_death": float(np.mean(per_death)) if per_death else None,
             "channels": {c: counts[c] / pop for c in CHANNELS},
             "doing": {k: round(n / total, 3) for k, n in doing.most_common()},
             "knowers_telling": telling[0] / max(telling[1], 1)}

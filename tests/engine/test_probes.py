@@ -87,6 +87,8 @@ def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
     ("flight_probe", ["--scenarios", "no-such-scenario"], "no-such-scenario"),
     ("flight_probe", ["--villages", "0"], "--villages"),
     ("flight_value", ["--steer", "0"], "--steer"),
+    ("news_channels", ["--villages", "0"], "--villages"),
+    ("chain_anatomy", ["--world", "no-such-world"], "no-such-world"),
 ])
 def test_bad_flags_are_one_line_errors(bench_script, capsys, script, flags, named):
     with pytest.raises(SystemExit) as exit_info:
@@ -102,3 +104,28 @@ def test_flight_value_pairs_the_witnesses_for_its_differences(bench_script):
     assert d["mean"] == pytest.approx(1 / 3)
     assert d["se"] == pytest.approx(np.std([1, 1, -1], ddof=1) / np.sqrt(3))
     assert np.isnan(bench.standard_error(np.array([2.0])))
+
+
+def test_the_news_channels_add_up_to_the_reach_at_48_steps(bench_script):
+    bench = bench_script("news_channels")
+    world, scenario = load_world("village-v1"), load_scenario("kill-parent")
+    out = bench.channels(ScriptedPolicy(seed=0), world, [scenario], villages=4, seed=3)
+    metrics = summarize([run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=4, seed=3)])
+    assert out["deaths"] > 0 and out["population"] > 0
+    assert out["reach_48_per_death"] == pytest.approx(metrics["news_reach_48"])
+    assert sum(out["channels"].values()) == pytest.approx(out["reach_48"])
+    assert out["channels"]["witnessed"] > 0  # a killing at 11:00 in village-v1 has witnesses
+    assert sum(out["doing"].values()) == pytest.approx(1.0, abs=0.01)
+    assert 0.0 <= out["knowers_telling"] <= 1.0
+
+
+def test_the_chain_anatomy_is_the_chain_metric_level_by_level(bench_script):
+    bench = bench_script("chain_anatomy")
+    world, scenario = load_world("village-v1"), load_scenario("repeated-killings")
+    out = bench.anatomy(ScriptedPolicy(seed=0), world, [scenario], villages=4, seed=1)
+    metrics = summarize([run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=4, seed=1)])
+    assert out["chain_length"] == pytest.approx(metrics["chain_length"])
+    assert sum(out["deepest"].values()) == out["deaths"] > 0
+    assert set(out["levels"]) == set(range(1, max(out["deepest"]) + 1))
+    news = bench.anatomy(ScriptedPolicy(seed=0), world, [scenario], villages=4, seed=1, news=True)
+    assert news["deaths"] == out["deaths"] and news["chain_length"] >= out["chain_length"]  # links only deepen
