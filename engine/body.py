@@ -425,6 +425,7 @@ def record_hits(v: Village, ctx: TickContext) -> None:
         bb, aa, tt, cc = ctx.hits.columns()
         ids = v.new_event_ids(bb)
         s.threat_event[bb, aa] = ids
+        s.threat_victim[bb, aa] = tt
         if v.record:
             v.log.add_events(ids, bb, s.tick[bb], EventType.ATTACK, aa, tt, s.pos[bb, aa, 0], s.pos[bb, aa, 1],
                              cause=cc)
@@ -435,6 +436,7 @@ def record_hits(v: Village, ctx: TickContext) -> None:
         killer = s.killer[db, de]
         has_killer = killer >= 0
         s.threat_event[db[has_killer], killer[has_killer]] = ids[has_killer]
+        s.threat_victim[db[has_killer], killer[has_killer]] = de[has_killer]
         if v.record:
             v.log.add_events(ids, db, s.tick[db], EventType.DEATH, killer, de, s.death_pos[db, de, 0],
                              s.death_pos[db, de, 1])

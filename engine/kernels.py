@@ -413,6 +413,8 @@ def spread_knowledge(
     knows_threat: np.ndarray,  # (B, N, E) bool, updated in place
     learned: np.ndarray,  # (B, N) bool out: receivers that learned of a new threat
     out: np.ndarray,  # (B * N * E, 5) int64 out rows: village, receiver, subject, teller, death was known
+    threat_victim: np.ndarray,  # (B, E) int: whom each entity's latest violence struck, -1 none
+    justice: bool,  # Tuning.hearsay_justice: a threat whose latest victim the receiver knows as a threat is not passed
 ) -> int:
     """News travels sender -> receiver by the directed transfers and by ambient gossip between awake
     NPCs with a positive tie within talking range. Receivers learn what their tellers knew before this
@@ -483,6 +485,10 @@ def spread_knowledge(
                 continue
             for e in range(E):
                 if pending_threat[j, e]:
+                    # justice: he struck one the receiver knows, or hears now, to be a threat (a blow on the killer)
+                    struck = threat_victim[b, e]
+                    if justice and struck >= 0 and (knows_threat[b, j, struck] or pending_threat[j, struck]):
+                        continue
                     knows_threat[b, j, e] = True
                     learned[b, j] = True
     return count

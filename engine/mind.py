@@ -193,7 +193,8 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
     gossip_p = w.gossip_probability[:, None] * Personality.of(w.traits).sociability
     rows = v.news_rows
     count = spread_knowledge(directed, s.pos, ctx.awake, s.affinity, gossip_p, chance, t.talk_radius,
-                             s.knows_death, s.known_culprit, s.knows_threat, ctx.learned, rows)
+                             s.knows_death, s.known_culprit, s.knows_threat, ctx.learned, rows,
+                             s.threat_victim, t.hearsay_justice)
     if not count:
         return
     bb, jj, ee, teller, death_known = (rows[:count, k].copy() for k in range(5))

@@ -128,6 +128,7 @@ class VillageState:
     killer: np.ndarray  # (B, E) int, -1 none
     death_event: np.ndarray  # (B, E) int event id, -1 none
     threat_event: np.ndarray  # (B, E) int event id of the latest violence by this entity
+    threat_victim: np.ndarray  # (B, E) int the entity that violence struck or killed, -1 none
     # NPC activity (macro-actions)
     activity: np.ndarray  # (B, N) int Action
     target: np.ndarray  # (B, N) int entity, -1 none

@@ -186,6 +186,7 @@ class Village:
             killer=np.full((B, E), -1, np.int64),
             death_event=np.full((B, E), -1, np.int64),
             threat_event=np.full((B, E), -1, np.int64),
+            threat_victim=np.full((B, E), -1, np.int64),
             activity=np.zeros((B, N), np.int64),
             target=np.full((B, N), -1, np.int64),
             dest=w.home_pos.copy(),

@@ -199,6 +199,41 @@ def test_talk_carries_news_both_ways_and_warn_one_way():
 
 
 
+@pytest.mark.parametrize("justice", [False, True])
+def test_hearsay_justice_does_not_pass_on_an_avenger_as_a_threat(justice):
+    """Tuning.hearsay_justice: told of a villager whose latest blow struck the killer (whom the teller also passes
+    on as a threat), the hearer takes only the killer for a threat; off (the default), it takes both."""
+    from engine.constants import Tuning
+
+    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, slots=14,
+                     tuning=Tuning(hearsay_justice=justice))
+    kill(sim, "Alda")
+    s = sim.state
+    player, bren, cai, fenna = (ent(sim, n) for n in ("player", "Bren", "Cai", "Fenna"))
+    place(sim, "Bren", 6.0, 44.0)
+    place(sim, "Fenna", 6.5, 44.0)
+    assert sim.w.base_affinity[0, fenna, bren] <= 0  # no ambient gossip between them: only the talk tells
+    # Bren takes Cai for a threat (say he saw Cai strike someone), and Cai's latest blow was on the player
+    s.knows_threat[0, bren, cai] = True
+    s.threat_victim[0, cai] = player
+    assert s.knows_threat[0, bren, player] and not s.knows_threat[0, fenna].any()
+    refresh(sim)
+    for _ in range(6):
+        sim.step(act_on(sim, fenna, Action.TALK, bren))
+        if s.knows_threat[0, fenna, player]:
+            break
+    assert s.knows_threat[0, fenna, player]
+    assert s.knows_threat[0, fenna, cai] == (not justice)
+
+
+def test_the_latest_violence_remembers_whom_it_struck():
+    sim = make_sim()
+    alda, player = ent(sim, "Alda"), ent(sim, "player")
+    assert (sim.state.threat_victim == -1).all()
+    kill(sim, "Alda")
+    assert sim.state.threat_victim[0, player] == alda
+
+
 def test_news_for_them_marks_those_who_have_not_heard():
     """news_for_them: 1 on a living NPC's slot when that one has not heard of a death the observer knows;
     telling them clears it."""
