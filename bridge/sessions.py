@@ -56,6 +56,9 @@ else:  # pragma: no cover - Python 3.10 only
 log = logging.getLogger("bridge.sessions")
 
 SNAPSHOT_FORMAT = 1
+# VillageState fields added after format 1 was fixed: a snapshot saved before them restores with their fresh
+# value (threat_victim: no earlier violence remembered), so an upgraded server keeps its sessions
+LATER_STATE_FIELDS = frozenset({"threat_victim"})
 REPLAY_CACHE = 8  # replies remembered per session for retried requests
 ID_MAP_LIMIT = 4096  # engine event id -> session event number, most recent kept
 QUARANTINE = "quarantine"  # sessions/ subfolder that unreadable snapshots are moved to
@@ -475,6 +478,8 @@ class Session:
     def restore(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         sim = self.sim
         for f in fields(VillageState):
+            if f"state.{f.name}" not in arrays and f.name in LATER_STATE_FIELDS:
+                continue
             saved = arrays[f"state.{f.name}"]
             current = getattr(sim.state, f.name)
             if saved.shape != current.shape or saved.dtype != current.dtype:

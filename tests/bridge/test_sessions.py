@@ -212,6 +212,28 @@ def test_incompatible_snapshot_is_left_in_place(tmp_path, world_text):
     assert _store(tmp_path).restore_all() == (1, [])
 
 
+def test_a_snapshot_saved_before_a_later_state_field_restores(tmp_path, world_text):
+    """A session saved by a server from before `threat_victim` existed comes back, with that field fresh."""
+    store = _store(tmp_path)
+    session = store.create({"world": world_text})
+    session.queue_event({"type": "death", "actor": "player", "target": "Alda"})
+    _step(session)
+    store.save(session)
+    path = tmp_path / "sessions" / f"{session.id}.npz"
+    with np.load(path, allow_pickle=False) as data:
+        old = {k: data[k] for k in data.files if k != "state.threat_victim"}
+    np.savez(path, **old)
+    again = _store(tmp_path)
+    assert again.restore_all() == (1, [])
+    restored = again.sessions[session.id].sim.state
+    assert (restored.threat_victim == -1).all() and restored.knows_death.any()
+    (tmp_path / "sessions" / f"{session.id}.npz").unlink()
+    del old["state.pos"]  # a field format 1 always had is still required
+    np.savez(path, **old)
+    restored_count, problems = _store(tmp_path).restore_all()
+    assert restored_count == 0 and "state.pos" in problems[0]
+
+
 def test_snapshot_is_fsynced_before_the_rename(tmp_path, world_text, monkeypatch):
     import bridge.sessions as sessions
 
