@@ -78,6 +78,25 @@ def follow_news(trace: Any, b: int, victim: int, depth: dict[int, int]) -> dict[
     return out
 
 
+def villager_blows(trace: Any) -> collections.Counter:
+    """Blows of villagers on villagers, and how many struck one who had struck someone before (a villager who
+    hit the killer, say) or had killed an actor (the killer's death)."""
+    ev, N = trace.events, trace.N
+    out: collections.Counter = collections.Counter()
+    for b in np.unique(ev["village"]):
+        rows = np.flatnonzero(ev["village"] == b)
+        kind, actor, target, tick = ev["type"][rows], ev["actor"][rows], ev["target"][rows], ev["tick"][rows]
+        npc_actor = (actor >= 0) & (actor < N)
+        blow = (kind == EventType.ATTACK) & npc_actor
+        killed_actor = (kind == EventType.DEATH) & npc_actor & (target >= N)
+        for k in np.flatnonzero(blow & (target < N)):
+            out["blows"] += 1
+            earlier = tick < tick[k]
+            out["on one who had struck"] += bool((blow & earlier & (actor == target[k])).any())
+            out["on one who had killed an actor"] += bool((killed_actor & earlier & (actor == target[k])).any())
+    return out
+
+
 def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
             on_tick: Callable[[int], None] | None = None, *, news: bool = False) -> dict:
     """{depth: {kind: events per trigger death}}, the mean deepest level, and the deepest levels' histogram."""
@@ -87,6 +106,7 @@ def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: i
 
     levels: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     deepest: collections.Counter = collections.Counter()
+    blows: collections.Counter = collections.Counter()
     roots = 0
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
@@ -96,6 +116,7 @@ def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: i
         row_of = {(int(b), int(i)): r for r, (b, i) in enumerate(zip(trace.events["village"], trace.events["id"],
                                                                       strict=True))}
         victim_of = {(d.village, d.event): d.victim for d in deaths}
+        blows.update(villager_blows(trace))
         for (b, root), depth in trees.items():
             if news:
                 depth = follow_news(trace, b, victim_of[(b, root)], depth)
@@ -108,6 +129,7 @@ def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: i
     return {"deaths": roots,
             "chain_length": sum(k * c for k, c in deepest.items()) / n,
             "deepest": {int(k): c for k, c in sorted(deepest.items())},
+            "villager_blows": dict(blows),
             "levels": {int(k): {kind: round(c / n, 3) for kind, c in levels[k].most_common()}
                        for k in sorted(levels)}}
 
@@ -134,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         out = anatomy(policy, spec, scenarios, args.villages, args.seed, on_tick, news=args.follow_news)
     print(f"{name} on {args.world}: {out['deaths']} trigger deaths, mean chain length {out['chain_length']:.2f}; "
           "deepest level: " + ", ".join(f"{k}: {c}" for k, c in out["deepest"].items()))
+    vb = out["villager_blows"]
+    print(f"  blows of villagers on villagers: {vb.get('blows', 0)}, on one who had struck before "
+          f"{vb.get('on one who had struck', 0)}, on one who had killed an actor "
+          f"{vb.get('on one who had killed an actor', 0)}")
     for k, kinds in out["levels"].items():
         print(f"  depth {k}: " + ", ".join(f"{kind} {x:.2f}" for kind, x in kinds.items()))
     if args.json:

@@ -129,3 +129,5 @@ def test_the_chain_anatomy_is_the_chain_metric_level_by_level(bench_script):
     assert set(out["levels"]) == set(range(1, max(out["deepest"]) + 1))
     news = bench.anatomy(ScriptedPolicy(seed=0), world, [scenario], villages=4, seed=1, news=True)
     assert news["deaths"] == out["deaths"] and news["chain_length"] >= out["chain_length"]  # links only deepen
+    vb = out["villager_blows"]
+    assert vb.get("on one who had killed an actor", 0) <= vb.get("on one who had struck", 0) <= vb.get("blows", 0)
