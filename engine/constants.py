@@ -301,7 +301,8 @@ class Tuning:
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0
     hearsay_justice: bool = False  # True: a villager told of a threat does not take him for one when his latest
-    # violence struck someone it knows (or is told in the same breath) to be a threat: the crowd's avengers are not
+    # violence struck someone it knows (or is told in the same breath) to be a threat, and told that someone is a
+    # threat, it no longer takes those whose latest violence struck him for threats: the crowd's avengers are not
     # feared on hearsay. False: a threat passes from ear to ear whatever he did
     avenger_not_feared: bool = False  # True: a witness who knew the victim was a threat (the killer, a raider) does
     # not take the one who killed it for a threat, as a blow on a known threat is not (feel_attacks): justice, not

@@ -414,7 +414,8 @@ def spread_knowledge(
     learned: np.ndarray,  # (B, N) bool out: receivers that learned of a new threat
     out: np.ndarray,  # (B * N * E, 5) int64 out rows: village, receiver, subject, teller, death was known
     threat_victim: np.ndarray,  # (B, E) int: whom each entity's latest violence struck, -1 none
-    justice: bool,  # Tuning.hearsay_justice: a threat whose latest victim the receiver knows as a threat is not passed
+    justice: bool,  # Tuning.hearsay_justice: no threat passed on whose latest victim the receiver knows as a threat,
+    #                 and one told of a threat stops fearing those whose latest violence struck it
 ) -> int:
     """News travels sender -> receiver by the directed transfers and by ambient gossip between awake
     NPCs with a positive tie within talking range. Receivers learn what their tellers knew before this
@@ -491,4 +492,8 @@ def spread_knowledge(
                         continue
                     knows_threat[b, j, e] = True
                     learned[b, j] = True
+                    if justice:  # told he is a threat, it no longer takes those whose latest blow struck him for one
+                        for x in range(E):
+                            if threat_victim[b, x] == e and knows_threat[b, j, x]:
+                                knows_threat[b, j, x] = False
     return count

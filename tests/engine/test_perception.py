@@ -226,6 +226,32 @@ def test_hearsay_justice_does_not_pass_on_an_avenger_as_a_threat(justice):
     assert s.knows_threat[0, fenna, cai] == (not justice)
 
 
+@pytest.mark.parametrize("justice", [False, True])
+def test_told_of_the_killer_a_villager_stops_fearing_the_one_who_struck_him(justice):
+    """Tuning.hearsay_justice: Fenna saw Cai strike the player without knowing the player had killed; told that
+    the player is a threat, she no longer takes Cai for one. Off, she fears both."""
+    from engine.constants import Tuning
+
+    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, slots=14,
+                     tuning=Tuning(hearsay_justice=justice))
+    kill(sim, "Alda")
+    s = sim.state
+    player, bren, cai, fenna = (ent(sim, n) for n in ("player", "Bren", "Cai", "Fenna"))
+    place(sim, "Bren", 6.0, 44.0)
+    place(sim, "Fenna", 6.5, 44.0)
+    s.knows_threat[0, fenna] = False
+    s.knows_threat[0, fenna, cai] = True  # what she made of the blow she saw
+    s.threat_victim[0, cai] = player
+    s.knows_threat[0, bren, cai] = False  # Bren tells her of the killer only
+    refresh(sim)
+    for _ in range(6):
+        sim.step(act_on(sim, fenna, Action.TALK, bren))
+        if s.knows_threat[0, fenna, player]:
+            break
+    assert s.knows_threat[0, fenna, player]
+    assert s.knows_threat[0, fenna, cai] == (not justice)
+
+
 def test_the_latest_violence_remembers_whom_it_struck():
     sim = make_sim()
     alda, player = ent(sim, "Alda"), ent(sim, "player")
