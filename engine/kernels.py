@@ -415,7 +415,7 @@ def spread_knowledge(
     out: np.ndarray,  # (B * N * E, 5) int64 out rows: village, receiver, subject, teller, death was known
     threat_victim: np.ndarray,  # (B, E) int: whom each entity's latest violence struck, -1 none
     justice: bool,  # Tuning.hearsay_justice: no threat passed on whose latest victim the receiver knows as a threat,
-    #                 and one told of a threat stops fearing those whose latest violence struck it
+    #                 and one told of a threat stops taking those whose latest violence struck it for threats
 ) -> int:
     """News travels sender -> receiver by the directed transfers and by ambient gossip between awake
     NPCs with a positive tie within talking range. Receivers learn what their tellers knew before this
