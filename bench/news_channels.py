@@ -86,8 +86,9 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
             first = {}  # receiver -> (tick, sender, how) of its first message about v
             for t, snd, rcv, how in zip(msg["tick"][sel], msg["sender"][sel], msg["receiver"][sel], msg["how"][sel],
                                         strict=True):
+                rcv = int(rcv)
                 if rcv not in first or t < first[rcv][0]:
-                    first[int(rcv)] = (int(t), int(snd), int(how))
+                    first[rcv] = (int(t), int(snd), int(how))
             knew = 0
             for i in pop:
                 L = int(learned[i])
@@ -112,9 +113,9 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
                 living = trace.alive[rows, b, i]
                 acts = trace.activity[rows, b, i][living]
                 doing.update(ACTION_NAMES[a] for a in acts)
-                knew = living & (learned[i] >= 0) & (rows - 1 >= learned[i])
-                telling[0] += int(np.isin(trace.activity[rows, b, i][knew], TELLING).sum())
-                telling[1] += int(knew.sum())
+                knowing = living & (learned[i] >= 0) & (rows - 1 >= learned[i])
+                telling[0] += int(np.isin(trace.activity[rows, b, i][knowing], TELLING).sum())
+                telling[1] += int(knowing.sum())
     pop = max(counts["population"], 1)
     total = max(sum(doing.values()), 1)
     return {"deaths": deaths, "population": counts["population"],
