@@ -54,3 +54,21 @@ def read_probe_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
     except (UserError, ValueError, OSError) as exc:  # bad world, scenario, policy file or tuning flag
         parser.error(str(exc))
     return spec, scenarios, policy
+
+
+def add_untrained_arg(parser: argparse.ArgumentParser) -> None:
+    """--untrained: probe the policy's untrained network (`village eval --compare random_init`'s) instead."""
+    parser.add_argument("--untrained", action="store_true",
+                        help="run the policy's untrained network (random_init) in the policy's world")
+
+
+def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, policy: Any) -> tuple[Any, str]:
+    """(policy, name) to probe: the loaded one, or with --untrained its freshly initialised network."""
+    if not getattr(args, "untrained", False):
+        return policy, args.policy
+    from npc_brains.evaluate import random_init_policy
+
+    fresh = random_init_policy(policy, seed=args.seed)
+    if fresh is None:
+        parser.error(f"{args.policy} has no network to re-initialise")
+    return fresh, f"{args.policy} (untrained)"

@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action  # noqa: E402
 from engine.events import HOW_FOUND_BODY, HOW_TOLD, HOW_WARNED, HOW_WITNESSED  # noqa: E402
@@ -129,18 +129,10 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_probe_args(parser, scenarios="all", seed=5)
-    parser.add_argument("--untrained", action="store_true",
-                        help="run the policy's untrained network (random_init) in the policy's world")
+    add_untrained_arg(parser)
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
-    name = args.policy
-    if args.untrained:
-        from npc_brains.evaluate import random_init_policy
-
-        fresh = random_init_policy(policy, seed=args.seed)
-        if fresh is None:
-            parser.error(f"{args.policy} has no network to re-initialise")
-        policy, name = fresh, f"{args.policy} (untrained)"
+    policy, name = probe_policy(parser, args, policy)
     with tick_progress(scenarios, args.quiet) as on_tick:
         out = channels(policy, spec, scenarios, args.villages, args.seed, on_tick)
     print(f"{name} on {args.world}: {out['deaths']} deaths, reach at 48 steps {out['reach_48']:.3f} of "

@@ -199,57 +199,52 @@ def test_talk_carries_news_both_ways_and_warn_one_way():
 
 
 
-@pytest.mark.parametrize("justice", [False, True])
-def test_hearsay_justice_does_not_pass_on_an_avenger_as_a_threat(justice):
-    """Tuning.hearsay_justice: told of a villager whose latest blow struck the killer (whom the teller also passes
-    on as a threat), the hearer takes only the killer for a threat; off (the default), it takes both."""
+def _fenna_told_by_bren(justice: bool, *, bren_knows_cai: bool, fenna_knows_cai: bool,
+                        fenna_knows_player: bool) -> bool:
+    """After Alda's killing, Cai's latest blow struck the player; Fenna (who did not see it) talks with Bren (who
+    knows the player for a threat, and Cai or not) until she hears of Alda's death. Returns whether she then takes
+    Cai for a threat."""
     from engine.constants import Tuning
 
     sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, slots=14,
                      tuning=Tuning(hearsay_justice=justice))
     kill(sim, "Alda")
     s = sim.state
-    player, bren, cai, fenna = (ent(sim, n) for n in ("player", "Bren", "Cai", "Fenna"))
+    alda, player, bren, cai, fenna = (ent(sim, n) for n in ("Alda", "player", "Bren", "Cai", "Fenna"))
     place(sim, "Bren", 6.0, 44.0)
     place(sim, "Fenna", 6.5, 44.0)
     assert sim.w.base_affinity[0, fenna, bren] <= 0  # no ambient gossip between them: only the talk tells
-    # Bren takes Cai for a threat (say he saw Cai strike someone), and Cai's latest blow was on the player
-    s.knows_threat[0, bren, cai] = True
+    assert s.knows_threat[0, bren, player] and not s.knows_death[0, fenna, alda]
     s.threat_victim[0, cai] = player
-    assert s.knows_threat[0, bren, player] and not s.knows_threat[0, fenna].any()
+    s.knows_threat[0, bren, cai] = bren_knows_cai
+    s.knows_threat[0, fenna] = False
+    s.knows_threat[0, fenna, cai] = fenna_knows_cai
+    s.knows_threat[0, fenna, player] = fenna_knows_player
     refresh(sim)
     for _ in range(6):
         sim.step(act_on(sim, fenna, Action.TALK, bren))
-        if s.knows_threat[0, fenna, player]:
+        if s.knows_death[0, fenna, alda]:
             break
-    assert s.knows_threat[0, fenna, player]
-    assert s.knows_threat[0, fenna, cai] == (not justice)
+    assert s.knows_death[0, fenna, alda] and s.knows_threat[0, fenna, player]
+    return bool(s.knows_threat[0, fenna, cai])
+
+
+@pytest.mark.parametrize("justice", [False, True])
+@pytest.mark.parametrize("knew_the_killer", [False, True])
+def test_hearsay_justice_does_not_pass_on_an_avenger_as_a_threat(justice, knew_the_killer):
+    """Tuning.hearsay_justice: told of a villager whose latest blow struck the killer, whom the hearer knew for a
+    threat or is told of in the same breath, the hearer takes only the killer for a threat; off, it takes both."""
+    told = _fenna_told_by_bren(justice, bren_knows_cai=True, fenna_knows_cai=False,
+                               fenna_knows_player=knew_the_killer)
+    assert told == (not justice)
 
 
 @pytest.mark.parametrize("justice", [False, True])
 def test_told_of_the_killer_a_villager_stops_fearing_the_one_who_struck_him(justice):
     """Tuning.hearsay_justice: Fenna saw Cai strike the player without knowing the player had killed; told that
     the player is a threat, she no longer takes Cai for one. Off, she fears both."""
-    from engine.constants import Tuning
-
-    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, slots=14,
-                     tuning=Tuning(hearsay_justice=justice))
-    kill(sim, "Alda")
-    s = sim.state
-    player, bren, cai, fenna = (ent(sim, n) for n in ("player", "Bren", "Cai", "Fenna"))
-    place(sim, "Bren", 6.0, 44.0)
-    place(sim, "Fenna", 6.5, 44.0)
-    s.knows_threat[0, fenna] = False
-    s.knows_threat[0, fenna, cai] = True  # what she made of the blow she saw
-    s.threat_victim[0, cai] = player
-    s.knows_threat[0, bren, cai] = False  # Bren tells her of the killer only
-    refresh(sim)
-    for _ in range(6):
-        sim.step(act_on(sim, fenna, Action.TALK, bren))
-        if s.knows_threat[0, fenna, player]:
-            break
-    assert s.knows_threat[0, fenna, player]
-    assert s.knows_threat[0, fenna, cai] == (not justice)
+    told = _fenna_told_by_bren(justice, bren_knows_cai=False, fenna_knows_cai=True, fenna_knows_player=False)
+    assert told == (not justice)
 
 
 def test_the_latest_violence_remembers_whom_it_struck():
