@@ -27,7 +27,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import REACTION_NAMES, EventType, Reaction  # noqa: E402
-from engine.metrics import Stats, chain_stats, trigger_deaths  # noqa: E402
+from engine.metrics import Stats, cause_parents, chain_stats, trigger_deaths  # noqa: E402
 
 
 def _kind(trace: Any, row: int) -> str:
@@ -51,6 +51,7 @@ def follow_news(trace: Any, b: int, victim: int, depth: dict[int, int]) -> dict[
     rows = np.flatnonzero(ev["village"] == b)
     row_of = {int(ev["id"][r]): int(r) for r in rows}
     root = min(depth, key=depth.get)
+    parent = cause_parents(trace, rows)
     carriers = {}  # (teller, hearer) -> [(tick, event id)] of the tree's warnings and consolings
     for e in depth:
         r = row_of[e]
@@ -61,11 +62,7 @@ def follow_news(trace: Any, b: int, victim: int, depth: dict[int, int]) -> dict[
         if e == root:
             continue
         r = row_of[e]
-        cause = int(ev["cause"][r])
-        if cause < 0 and ev["type"][r] == EventType.DEATH:  # a death by a villager's blow hangs from the blow
-            blow = rows[(ev["type"][rows] == EventType.ATTACK) & (ev["actor"][rows] == ev["actor"][r])
-                        & (ev["target"][rows] == ev["target"][r]) & (ev["tick"][rows] == ev["tick"][r])]
-            cause = int(ev["id"][blow[0]]) if len(blow) else -1
+        cause = parent.get(e, -1)
         level = depth[e] if cause not in out else out[cause] + 1
         i = int(ev["actor"][r])
         teller = int(trace.learned_from[b, i, victim]) if 0 <= i < N else -1

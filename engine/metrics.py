@@ -732,27 +732,35 @@ def consistency_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Dea
         st.check("dead_do_nothing", not (acts or tells or shows))
 
 
+def cause_parents(trace: Trace, rows: np.ndarray) -> dict[int, int]:
+    """{event id: the event it follows} for the log rows of one village: its cause link, and for a death by an
+    NPC's blow (which carries no cause) that blow."""
+    ev, N = trace.events, trace.N
+    parent: dict[int, int] = {}
+    for r in rows:
+        if ev["cause"][r] >= 0:
+            parent[int(ev["id"][r])] = int(ev["cause"][r])
+        elif ev["type"][r] == EventType.DEATH and 0 <= ev["actor"][r] < N:
+            blow = rows[(ev["type"][rows] == EventType.ATTACK) & (ev["actor"][rows] == ev["actor"][r])
+                        & (ev["target"][rows] == ev["target"][r]) & (ev["tick"][rows] == ev["tick"][r])]
+            if len(blow):
+                parent[int(ev["id"][r])] = int(ev["id"][blow[0]])
+    return parent
+
+
 def chain_stats(trace: Trace, st: Stats, deaths: list[Death]) -> dict[tuple[int, int], dict[int, int]]:
     """Causal chains from each trigger death along the log's cause links (a death by an NPC's blow is linked
     to that blow); depth 1 = a direct reaction. Returns {(village, trigger death event id): {event id: depth}}."""
-    ev, N = trace.events, trace.N
-    by_village: dict[int, np.ndarray] = {}
+    ev = trace.events
+    by_village: dict[int, tuple[np.ndarray, dict[int, int]]] = {}
     trees: dict[tuple[int, int], dict[int, int]] = {}
     for d in deaths:
         b = d.village
         if b not in by_village:
-            by_village[b] = np.flatnonzero(ev["village"] == b)
-        rows = by_village[b]
-        parent: dict[int, int] = {}
+            village_rows = np.flatnonzero(ev["village"] == b)
+            by_village[b] = village_rows, cause_parents(trace, village_rows)
+        rows, parent = by_village[b]
         ids = ev["id"][rows]
-        for r in rows:
-            if ev["cause"][r] >= 0:
-                parent[int(ev["id"][r])] = int(ev["cause"][r])
-            elif ev["type"][r] == EventType.DEATH and 0 <= ev["actor"][r] < N:
-                blow = rows[(ev["type"][rows] == EventType.ATTACK) & (ev["actor"][rows] == ev["actor"][r])
-                            & (ev["target"][rows] == ev["target"][r]) & (ev["tick"][rows] == ev["tick"][r])]
-                if len(blow):
-                    parent[int(ev["id"][r])] = int(ev["id"][blow[0]])
         depth: dict[int, int] = {d.event: 0}
         for e in sorted(ids.tolist()):
             chain, j = [], e
