@@ -244,6 +244,13 @@ def garble_culprits(v: Village, bb: np.ndarray, jj: np.ndarray, ee: np.ndarray, 
 
 
 # ------------------------------------------------------------------ appraisal and emotions
+def grief_closeness(v: Village, bb: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> np.ndarray:
+    """How much villager i grieves villager j's death, per unit of grief: its liking (none for the disliked),
+    kin more (the indices broadcast)."""
+    s, w = v.state, v.w
+    return np.maximum(s.affinity[bb, ii, jj], 0) * (1 + v.t.kin_bonus * w.kin[bb, ii, jj])
+
+
 def appraise(v: Village, ctx: TickContext) -> None:
     """OCC-style appraisal of the news of this tick: deaths (grief, gloating) and culprits (anger, fear)."""
     s, w, t = v.state, v.w, v.t
@@ -257,7 +264,7 @@ def appraise(v: Village, ctx: TickContext) -> None:
     bb, ii, vv = bb[npc_victim], ii[npc_victim], vv[npc_victim]
     new_death, culprit_new = new_death[npc_victim], culprit_new[npc_victim]
     like = s.affinity[bb, ii, vv]
-    closeness = np.maximum(like, 0) * (1 + t.kin_bonus * w.kin[bb, ii, vv])
+    closeness = grief_closeness(v, bb, ii, vv)
     np.add.at(s.grief, (bb, ii), t.grief_gain * closeness * new_death)
     gloat = t.gloat_gain * np.maximum(-like, 0) * new_death
     np.add.at(s.joy, (bb, ii), gloat)
@@ -437,6 +444,19 @@ def label_reactions(v: Village) -> np.ndarray:
     return label
 
 
+def consolation_cause(v: Village, bb: np.ndarray, ii: np.ndarray, tt: np.ndarray) -> np.ndarray:
+    """The death consoler i consoles villager t over: of the villagers' deaths both know of, the one t grieves
+    (`grief_closeness`) that i learned of last; else the villager's death i learned of last; -1 if i knows of
+    none. An actor's death (a killer's, a raider's) is nobody's grief, so it never is the cause."""
+    s, N = v.state, v.N
+    learned = s.learned_tick[bb, ii, :N]  # (n, N): when the consoler learned each villager died
+    known = learned >= 0
+    grieves = grief_closeness(v, bb[:, None], tt[:, None], np.arange(N)) > 0  # (n, N): whom t would grieve
+    grieved = known & s.knows_death[bb, tt, :N] & grieves
+    pick = np.where(grieved.any(1), np.argmax(np.where(grieved, learned, -1), axis=1), np.argmax(learned, axis=1))
+    return np.where(known.any(1), s.death_event[bb, pick], -1)
+
+
 def record_reactions(v: Village) -> None:
     """A reaction event when an NPC starts showing a label, with a cause link (logged when recording)."""
     s = v.state
@@ -455,10 +475,8 @@ def record_reactions(v: Village) -> None:
     revenge = label == Reaction.REVENGE
     cause = np.where(revenge, grudge_cause(v, bb, ii, tt), cause)
     consoling = label == Reaction.CONSOLING
-    learned = s.learned_tick[bb, ii]
-    latest_known = np.argmax(learned, axis=1)
-    knows_a_death = learned.max(axis=1) >= 0
-    cause = np.where(consoling, np.where(knows_a_death, s.death_event[bb, latest_known], -1), cause)
+    if consoling.any():
+        cause[consoling] = consolation_cause(v, bb[consoling], ii[consoling], tt[consoling])
     # an alarm is about the threat the warner fears most among those it knows
     feared = np.argmax(np.where(s.knows_threat[bb, ii], s.fear[bb, ii] + ALARM_FEAR_TIEBREAK, -1.0), axis=1)
     cause = np.where(label == Reaction.ALARM, s.threat_event[bb, feared], cause)

@@ -508,6 +508,34 @@ def test_a_timid_witness_flees_to_safety():
     assert fled and Reaction.FEAR in labels
 
 
+def test_consoling_is_over_the_villager_the_comforted_grieves_not_the_killer_who_died_since():
+    """Cai learns of his mother Alda's death, then of the player's (the killer, struck down by Garth): comforting
+    his father Bren is over Alda, whom Bren grieves; nobody grieves the killer, though his death is the news Cai
+    heard last."""
+    sim = make_sim()
+    s = sim.state
+    alda, bren, cai, garth, player = (ent(sim, n) for n in ("Alda", "Bren", "Cai", "Garth", "player"))
+    for name, dy in (("Bren", 3.0), ("Cai", -3.0)):
+        place(sim, name, *(s.pos[0, alda] + (0.0, dy)))
+    kill(sim, "Alda")
+    s.health[0, player] = 0.01
+    s.knows_threat[0, garth, player] = True
+    place(sim, "Garth", *(s.pos[0, player] + (0.5, 0.0)))
+    for _ in range(5):
+        sim.step(act_on(sim, garth, Action.ATTACK, player))
+        if not s.alive[0, player]:
+            break
+    assert not s.alive[0, player] and s.knows_death[0, cai, player]
+    assert s.learned_tick[0, cai, player] > s.learned_tick[0, cai, alda] >= 0
+    assert s.grief[0, bren] > 0
+    for _ in range(10):
+        sim.step(act_on(sim, cai, Action.COMFORT, bren))
+        if events(sim, EventType.REACTION, reaction=Reaction.CONSOLING, actor=cai):
+            break
+    (consoling,) = events(sim, EventType.REACTION, reaction=Reaction.CONSOLING, actor=cai)
+    assert consoling.target == bren and consoling.cause == s.death_event[0, alda]
+
+
 def test_event_causes_refer_to_existing_events():
     sim = VillageSim(VILLAGE, 3, seed=2, scenario="random_kill", record=True)
     rng = np.random.default_rng(3)
@@ -529,6 +557,9 @@ def test_event_causes_refer_to_existing_events():
             if e.type == EventType.REACTION and e.reaction == Reaction.MOURNING:
                 cause = by_id[e.cause]
                 assert cause.type == EventType.DEATH and cause.target == e.target
+            if e.type == EventType.REACTION and e.reaction == Reaction.CONSOLING and e.cause >= 0:
+                cause = by_id[e.cause]  # over a villager's death: an actor's death is nobody's grief
+                assert cause.type == EventType.DEATH and cause.target < sim.N
 
 
 # ---------------------------------------------------------------- raids
