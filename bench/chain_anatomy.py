@@ -8,6 +8,9 @@ make the untrained network's chains deeper, which the trained one's.
 
     python bench/chain_anatomy.py --policy default --world generated:48:10000 --villages 8
     python bench/chain_anatomy.py --policy default --world generated:48:10000 --villages 8 --untrained
+
+It also reports, per village run, the first villager who set out to strike another villager and what it knew
+then (`FirstFeudBlows`): whether feuds begin with villagers who take the killer's avenger for a threat.
 """
 
 from __future__ import annotations
@@ -94,6 +97,40 @@ def villager_blows(trace: Any) -> collections.Counter:
     return out
 
 
+class FirstFeudBlows:
+    """A `run_scenario` steer that changes nothing: in each village, the first villager who sets out to ATTACK
+    another villager, and what it knew then (of villagers' deaths and their culprits; of the one its target last
+    struck, such as the killer the target avenged). Where the feuds that lengthen chains begin."""
+
+    KEYS = ("first blows", "striker knew of a villager's death", "striker knew its culprit",
+            "target had last struck an actor", "target had killed that actor",
+            "striker knew the target's last victim was dead", "striker knew the target's last victim as a threat")
+
+    def __init__(self) -> None:
+        self.counts: collections.Counter = collections.Counter({k: 0 for k in self.KEYS})
+        self.started: set[int] = set()
+
+    def __call__(self, sim: Any, tick: int, actions: np.ndarray) -> None:
+        from engine.constants import Action
+
+        s, N = sim.state, sim.N
+        feud = s.busy[:, :N] & (s.activity == Action.ATTACK) & (s.target >= 0) & (s.target < N)
+        for b, i in zip(*np.nonzero(feud), strict=True):
+            if b in self.started:
+                continue
+            self.started.add(b)
+            t, c = int(s.target[b, i]), self.counts
+            deaths = np.flatnonzero(s.knows_death[b, i, :N])
+            struck = int(s.threat_victim[b, t])
+            c["first blows"] += 1
+            c["striker knew of a villager's death"] += len(deaths) > 0
+            c["striker knew its culprit"] += bool((s.known_culprit[b, i, deaths] >= 0).any())
+            c["target had last struck an actor"] += struck >= N
+            c["target had killed that actor"] += struck >= N and int(s.killer[b, struck]) == t
+            c["striker knew the target's last victim was dead"] += struck >= 0 and bool(s.knows_death[b, i, struck])
+            c["striker knew the target's last victim as a threat"] += struck >= 0 and bool(s.knows_threat[b, i, struck])
+
+
 def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
             on_tick: Callable[[int], None] | None = None, *, news: bool = False) -> dict:
     """{depth: {kind: events per trigger death}}, the mean deepest level, and the deepest levels' histogram."""
@@ -104,10 +141,13 @@ def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: i
     levels: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
     deepest: collections.Counter = collections.Counter()
     blows: collections.Counter = collections.Counter()
+    first_blows: collections.Counter = collections.Counter()
     roots = 0
     for scenario in scenarios:
+        feuds = FirstFeudBlows()
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy), on_tick=on_tick)
+                             tuning=policy_tuning(policy), on_tick=on_tick, steer=feuds)
+        first_blows.update(feuds.counts)
         deaths = trigger_deaths(trace)
         trees = chain_stats(trace, Stats(), deaths)
         row_of = {(int(b), int(i)): r for r, (b, i) in enumerate(zip(trace.events["village"], trace.events["id"],
@@ -127,6 +167,7 @@ def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: i
             "chain_length": sum(k * c for k, c in deepest.items()) / n,
             "deepest": {int(k): c for k, c in sorted(deepest.items())},
             "villager_blows": dict(blows),
+            "first_villager_blows": {k: first_blows[k] for k in FirstFeudBlows.KEYS},
             "levels": {int(k): {kind: round(c / n, 3) for kind, c in levels[k].most_common()}
                        for k in sorted(levels)}}
 
@@ -149,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  blows of villagers on villagers: {vb.get('blows', 0)}, on one who had struck before "
           f"{vb.get('on one who had struck', 0)}, on one who had killed an actor "
           f"{vb.get('on one who had killed an actor', 0)}")
+    fb = out["first_villager_blows"]
+    print(f"  first villager to set out to strike a villager, per village run: {fb['first blows']} of "
+          f"{len(scenarios) * args.villages}; " + ", ".join(f"{k} {v}" for k, v in list(fb.items())[1:]))
     for k, kinds in out["levels"].items():
         print(f"  depth {k}: " + ", ".join(f"{kind} {x:.2f}" for kind, x in kinds.items()))
     if args.json:

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from engine.constants import EventType
 from engine.metrics import MetricParams, summarize, timid_witnesses
 from engine.scenarios import load_scenario, run_scenario
 from npc_brains.baselines import ScriptedPolicy
@@ -131,3 +132,25 @@ def test_the_chain_anatomy_is_the_chain_metric_level_by_level(bench_script):
     assert news["deaths"] == out["deaths"] and news["chain_length"] >= out["chain_length"]  # links only deepen
     vb = out["villager_blows"]
     assert vb.get("on one who had killed an actor", 0) <= vb.get("on one who had struck", 0) <= vb.get("blows", 0)
+
+
+def test_the_first_feud_blow_is_found_in_every_village_where_villagers_struck_villagers(bench_script):
+    """The untrained network's village strikes its own; every village run with a landed blow of a villager on a
+    villager has its first striker recorded, and what the striker knew is counted among those first strikers."""
+    from npc_brains import load_policy
+    from npc_brains.evaluate import random_init_policy
+
+    bench = bench_script("chain_anatomy")
+    policy = random_init_policy(load_policy("default", seed=0), seed=0)
+    world, scenario, villages = load_world("village-v1"), load_scenario("repeated-killings"), 4
+    feuds = bench.FirstFeudBlows()
+    trace = run_scenario(policy, scenario, world, villages=villages, seed=1, steer=feuds)
+    ev = trace.events
+    villager = (ev["actor"] >= 0) & (ev["actor"] < trace.N) & (ev["target"] < trace.N)
+    villager_blow = (ev["type"] == EventType.ATTACK) & villager
+    struck_villages = set(ev["village"][villager_blow].tolist())
+    c = feuds.counts
+    assert struck_villages and struck_villages <= feuds.started
+    assert len(feuds.started) == c["first blows"] <= villages
+    assert c["striker knew its culprit"] <= c["striker knew of a villager's death"] <= c["first blows"]
+    assert c["target had killed that actor"] <= c["target had last struck an actor"] <= c["first blows"]
