@@ -104,7 +104,8 @@ class FirstFeudBlows:
 
     KEYS = ("first blows", "striker knew of a villager's death", "striker knew its culprit",
             "target had last struck an actor", "target had killed that actor",
-            "striker knew the target's last victim was dead", "striker knew the target's last victim as a threat")
+            "striker knew the target's last victim was dead", "striker saw that death",
+            "striker knew the target's last victim as a threat")
 
     def __init__(self) -> None:
         self.counts: collections.Counter = collections.Counter({k: 0 for k in self.KEYS})
@@ -127,7 +128,9 @@ class FirstFeudBlows:
             c["striker knew its culprit"] += bool((s.known_culprit[b, i, deaths] >= 0).any())
             c["target had last struck an actor"] += struck >= N
             c["target had killed that actor"] += struck >= N and int(s.killer[b, struck]) == t
-            c["striker knew the target's last victim was dead"] += struck >= 0 and bool(s.knows_death[b, i, struck])
+            knew_dead = struck >= 0 and bool(s.knows_death[b, i, struck])
+            c["striker knew the target's last victim was dead"] += knew_dead
+            c["striker saw that death"] += knew_dead and int(s.learned_from[b, i, struck]) == -1
             c["striker knew the target's last victim as a threat"] += struck >= 0 and bool(s.knows_threat[b, i, struck])
 
 

@@ -154,3 +154,4 @@ def test_the_first_feud_blow_is_found_in_every_village_where_villagers_struck_vi
     assert len(feuds.started) == c["first blows"] <= villages
     assert c["striker knew its culprit"] <= c["striker knew of a villager's death"] <= c["first blows"]
     assert c["target had killed that actor"] <= c["target had last struck an actor"] <= c["first blows"]
+    assert c["striker saw that death"] <= c["striker knew the target's last victim was dead"] <= c["first blows"]
