@@ -304,6 +304,9 @@ class Tuning:
     # violence struck someone it knows (or is told in the same breath) to be a threat, and told that someone is a
     # threat, it no longer takes those whose latest violence struck him for threats: the crowd's avengers are not
     # feared on hearsay. False: a threat passes from ear to ear whatever he did
+    outsider_fights_not_feared: bool = False  # True: a witness does not take a villager it sees strike or kill an
+    # outsider (the player, a raider) for a threat, whatever it knows of him: the village sides with its own. False:
+    # only avenger_not_feared's witnesses (who knew the outsider was a threat) hold the villager blameless
     avenger_not_feared: bool = False  # True: a witness who knew the victim was a threat (the killer, a raider) does
     # not take the one who killed it for a threat, as a blow on a known threat is not (feel_attacks): justice, not
     # danger. False: the rule of the bundled policies' world, in which the villager who kills the killer is feared

@@ -340,6 +340,7 @@ def perceive(
     out: np.ndarray,  # (B * N * E, 4) int64 out rows: village, npc, subject, culprit (-1 unknown)
     how: np.ndarray,  # (B * N * E,) int64 out: HOW_WITNESSED (0) or HOW_FOUND_BODY (1)
     justice: bool = False,  # a known threat's killer is not taken for a threat (Tuning.avenger_not_feared)
+    side_with_own: bool = False,  # a villager who kills an outsider is not (Tuning.outsider_fights_not_feared)
 ) -> int:
     """First-hand perception: witnesses within sight of a death see it and its culprit; NPCs passing
     within body_radius of a body find it; raiders on the map within sight are known threats.
@@ -384,7 +385,8 @@ def perceive(
                         out[count, 3] = culprit
                         how[count] = 0
                         count += 1
-                        justice_done = justice and (knows_threat[b, i, e] or seen_threat[b, i, e])
+                        justice_done = (justice and (knows_threat[b, i, e] or seen_threat[b, i, e])) or (
+                            side_with_own and e >= N and 0 <= culprit < N)
                         if culprit >= 0 and culprit != i and not justice_done and not (
                                 knows_threat[b, i, culprit] or seen_threat[b, i, culprit]):
                             seen_threat[b, i, culprit] = True

@@ -135,6 +135,8 @@ def feel_attacks(v: Village, ctx: TickContext) -> None:
     seen = (d_w <= w.sight_radius[bb][:, None]) & ctx.awake[bb]
     known = s.knows_threat[bb, :, tt] if sink is s.knows_threat else s.knows_threat[bb, :, tt] | sink[bb, :, tt]
     seen &= ~known
+    if t.outsider_fights_not_feared:  # the village sides with its own against the player or a raider
+        seen &= ~((tt >= N) & (aa < N))[:, None]
     wb, wi = np.nonzero(seen)
     not_attacker = wi != aa[wb]
     know_threat(v, ctx, bb[wb][not_attacker], wi[not_attacker], aa[wb][not_attacker], sink)
@@ -151,7 +153,7 @@ def perceive(v: Village, ctx: TickContext) -> tuple[np.ndarray, ...] | None:
     count = perceive_kernel(
         s.pos, s.alive, s.present, ctx.just_died, dead_body, s.killer, v.is_raider, ctx.awake, w.sight_radius,
         t.body_discovery_radius, s.knows_death, s.knows_threat, ctx.seen_threat, ctx.learned, rows[:, :4], how,
-        t.avenger_not_feared,
+        t.avenger_not_feared, t.outsider_fights_not_feared,
     )
     if not count:
         return None

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine import mind
-from engine.constants import Action, ActorMode, Personality, Tuning
+from engine.constants import Action, ActorMode, EventType, Personality, Tuning
 from engine.curriculum import MAX_KILLS
 from engine.sim import VillageSim, flat_action
 from worlds import load_world
@@ -217,6 +217,34 @@ def test_the_villager_who_kills_a_known_killer_is_not_feared_under_avenger_not_f
         assert not s.alive[0, player] and s.knows_death[0, 1, player] and s.knows_death[0, 3, player]
         assert s.knows_threat[0, 1, 2] == (not on)
         assert s.knows_threat[0, 3, 2]
+
+
+@pytest.mark.parametrize("kills", [True, False])
+def test_a_villager_who_strikes_an_outsider_is_not_feared_under_outsider_fights_not_feared(village, kills):
+    """outsider_fights_not_feared: NPC 3, who knows nothing against the player, sees NPC 2 kill him (or only
+    strike him) and does not take NPC 2 for a threat; off, it does (a blow or a killing it cannot read)."""
+    for on in (False, True):
+        sim = VillageSim(village, 1, seed=0, scenario="none", record=True,
+                         tuning=Tuning(outsider_fights_not_feared=on))
+        s, player = sim.state, sim.player
+        s.health[0, player] = 0.01 if kills else 1.0
+        s.pos[0, player] = s.pos[0, 1] + np.array([0.5, 0.0], np.float32)
+        s.pos[0, 2] = s.pos[0, player] + np.array([0.5, 0.0], np.float32)
+        s.pos[0, 3] = s.pos[0, player] + np.array([0.0, 0.5], np.float32)
+        s.knows_threat[0, 2, player] = True  # NPC 2's grievance; NPC 3 knows nothing of it
+        s.knows_threat[0, 3, player] = False
+        sim.obs, sim.mask = sim.observer.observe()
+        slot = int(np.flatnonzero(sim.observer.slot_entity[0, 2] == player)[0])
+        actions = idle(sim)
+        actions[0, 2] = flat_action(Action.ATTACK, slot, sim.K)
+        for _ in range(3):
+            sim.step(actions if sim.state.alive[0, player] else idle(sim))
+            if any(e.type == EventType.ATTACK and e.actor == 2 for e in sim.log.events):
+                break
+        assert any(e.type == EventType.ATTACK and e.actor == 2 for e in sim.log.events)
+        assert s.alive[0, player] != kills
+        assert s.knows_threat[0, 3, 2] == (not on)
+    assert Tuning().outsider_fights_not_feared is False
 
 
 def test_attack_needs_a_grievance(village):
