@@ -295,6 +295,9 @@ class Tuning:
     # (w_inform), and news_for_them marks a face that has not heard of it: justice reaches those who fled
     inform_grief_damping: bool = False  # True: w_inform x (1 - grief), floored at 0: the bereaved take no
     # pleasure in spreading the news, so telling falls to those the death did not wound
+    inform_grief_scale: float = 1.0  # with inform_grief_damping: w_inform x max(0, 1 - this x grief); above 1 a
+    # bereaved villager who has mourned only part of its grief still takes no pleasure in telling (as grief_dulls_pay
+    # does for work), so the telling does not draw it from the body
     inform_emotion_damping: bool = False  # True: w_inform x (1 - anger - fear at known threats), floored at 0:
     # while the killer is loose and near, the angry and the frightened deal with him before they spread the news
     anger_sum_cap: float = 2.0

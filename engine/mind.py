@@ -401,7 +401,9 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
         pay = pay * np.maximum(0.0, 1.0 - t.grief_dulls_pay * grief)
     gains = t.w_alive + pay + t.w_welfare * s.granary[:, None] + t.w_joy * s.joy
     if ctx.informed is not None:  # telling others what happened (w_inform > 0)
-        informed = ctx.informed * np.maximum(0.0, 1.0 - s.grief) if t.inform_grief_damping else ctx.informed
+        informed = ctx.informed
+        if t.inform_grief_damping:
+            informed = informed * np.maximum(0.0, 1.0 - t.inform_grief_scale * s.grief)
         if t.inform_emotion_damping and ctx.anger_sum is not None:  # None: no threat known anywhere
             informed = informed * np.maximum(0.0, 1.0 - ctx.anger_sum - ctx.fear_sum)
         gains = gains + t.w_inform * informed

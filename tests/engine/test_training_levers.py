@@ -400,6 +400,22 @@ def test_a_bereaved_teller_earns_no_telling_reward_under_grief_damping(village):
     assert Tuning().inform_grief_damping is False
 
 
+def test_grief_scale_sets_how_much_grief_silences_a_teller(village):
+    """inform_grief_scale: with grief damping the telling reward is w_inform x max(0, 1 - scale x grief), so at
+    scale 3 a teller with grief 0.5 earns nothing for its news, and at the default 1 it earns about half of it."""
+    def gain(scale: float, damping: bool = True) -> tuple[float, int]:
+        tuning = Tuning(w_inform=2.0, inform_grief_damping=damping, inform_grief_scale=scale)
+        return _telling_gain(village, tuning, grief=0.5)
+
+    undamped, told = gain(1.0, damping=False)
+    assert told >= 1
+    full = told * 2.0 * Tuning().reward_scale
+    assert gain(3.0)[0] == pytest.approx(undamped - full, rel=1e-4)
+    # grief fades a little before the telling tick, so about half (not exactly) is withheld at scale 1
+    assert gain(1.0)[0] == pytest.approx(undamped - full / 2, abs=0.05 * full)
+    assert Tuning().inform_grief_scale == 1.0
+
+
 def test_an_angry_teller_earns_no_telling_reward_under_emotion_damping(village):
     """inform_emotion_damping: the telling reward is scaled by (1 - anger - fear at known threats), floored at
     0, so a teller still angry at a loose killer earns nothing for the news it spreads; the world is unchanged."""
