@@ -9,6 +9,9 @@ mourned away before six ticks (the rule of relief, not the policy's choice); a "
 far body means the NPC did not go. `p_mourn` is the policy's mean probability of MOURN (any slot) on the
 window's ticks where the NPC was free to choose, and `learn_delay` the steps from the death to its learning of
 it (hearsay learns late): together they tell a policy that will not go from one that was never free to.
+It also counts the relations that would still have mourned counting only ticks on which some grief was left
+(>= 0.05), and the share of the windows' mourning ticks that had none: a vigil at the body after the grief is
+mourned away (where the body is a good place to meet the next villager to tell, say) is not grief work.
 
     python bench/mourning_gaps.py --policy default --world generated:12:10000
     python bench/mourning_gaps.py --policy runs/x/policy.pt --world generated:48:10000 --villages 8 --json
@@ -34,7 +37,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 
 from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
 
-from engine.constants import ACTION_NAMES, Action, Trait  # noqa: E402
+from engine.constants import ACTION_NAMES, GRIEF_LEFT, Action, Trait  # noqa: E402
 from engine.metrics import MetricParams, mourning_ticks, performed, trigger_deaths  # noqa: E402
 from engine.village import action_tables  # noqa: E402
 
@@ -78,6 +81,7 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
     doing: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     ticks_hist: collections.Counter = collections.Counter()
     by_scenario: dict[str, list[int]] = {}
+    grieving_hits = mourn_ticks = griefless_ticks = 0
     for scenario in scenarios:
         probe = MournProbe(policy, policy_slots(policy))
         trace = run_scenario(probe, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
@@ -93,6 +97,10 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
                 n = int(mourn.sum())
                 group = _group(n, p.mourn_min_ticks)
                 ticks_hist[n] += 1
+                griefless = mourn & (trace.grief[steps, b, i] < GRIEF_LEFT)  # row k: the grief it acted with
+                mourn_ticks += n
+                griefless_ticks += int(griefless.sum())
+                grieving_hits += int((mourn & ~griefless).sum()) >= p.mourn_min_ticks
                 hits[0] += group == "mourned"
                 hits[1] += 1
                 away = float(np.hypot(*(trace.pos[L + 1, b, i] - trace.pos[d.step + 1, b, v])))
@@ -106,7 +114,9 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
                     doing[group][ACTION_NAMES[act] if living else "DEAD"] += 1
     out: dict = {"eligible": int(sum(ticks_hist.values())),
                  "ticks": {int(k): int(c) for k, c in sorted(ticks_hist.items())},
-                 "by_scenario": {k: {"mourned": h, "eligible": n} for k, (h, n) in by_scenario.items()}, "groups": {}}
+                 "by_scenario": {k: {"mourned": h, "eligible": n} for k, (h, n) in by_scenario.items()},
+                 "mourned_while_grieving": grieving_hits,
+                 "griefless_share": griefless_ticks / max(mourn_ticks, 1), "groups": {}}
     for group in GROUPS:
         r = np.asarray(rows[group], dtype=float).reshape(-1, len(STATS))
         total = max(1, sum(doing[group].values()))
@@ -129,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     mourned = out["groups"]["mourned"]["count"]
     print(f"{args.policy} on {args.world}: {mourned} of {n} eligible close relations mourned"
           f" ({mourned / max(n, 1):.3f})")
+    print(f"counting only ticks with grief >= {GRIEF_LEFT} left: {out['mourned_while_grieving']} mourned"
+          f" ({out['mourned_while_grieving'] / max(n, 1):.3f}); {out['griefless_share']:.3f} of the window's mourning"
+          " ticks had no grief left")
     print("ticks mourned in the window: " + ", ".join(f"{k}: {c}" for k, c in out["ticks"].items()))
     for group, g in out["groups"].items():
         if not g["count"]:

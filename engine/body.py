@@ -14,6 +14,7 @@ from engine.constants import (
     DIST_EPS,
     FLEE_EPS,
     FOOD_EPS,
+    GRIEF_LEFT,
     LETHAL_DAMAGE,
     Action,
     ActorMode,
@@ -263,6 +264,8 @@ def finish_performing(v: Village, perf: np.ndarray) -> None:
     done_performing = perf & (s.perform_left <= 1)
     if v.t.hide_until_clear:  # nobody hides without flee_home (`v.hiding` is empty then)
         done_performing |= perf & hiding_is_over(v)
+    if v.t.mourning_ends_with_grief:  # the grief is mourned away: nothing left to do at the body
+        done_performing |= perf & (s.activity == Action.MOURN) & (s.grief < GRIEF_LEFT)
     s.perform_left = s.perform_left - perf
     s.busy &= ~done_performing
 

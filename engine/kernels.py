@@ -103,6 +103,7 @@ def observe(
     grievance_anger: float,  # ATTACK needs anger above this at the target (or a known threat, a rival); < 0: no rule
     threat_news: bool,  # news_for_them also marks a face that has not heard that a threat i knew of is dead
     tell_salience: float,  # salience added to a face in sight that has not heard a death i know of (0: none)
+    mourn_grief_min: float,  # MOURN needs at least this much grief (< 0: no rule)
     slot_offset: int,
     obs: np.ndarray,  # (B, N, D) float32 out
     slot_entity: np.ndarray,  # (B, N, K) int64 out
@@ -249,7 +250,7 @@ def observe(
                 row[base + F_NEWS] = 1.0 if news else 0.0
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc
-                mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead
+                mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead and grief[b, i] >= mourn_grief_min
                 # ATTACK needs a grievance: a known threat, anger at it, or an old rivalry (no unprovoked assaults)
                 grievance = knows_threat[b, i, e] or anger[b, i, e] > grievance_anger or static_feats[
                     b, i, e, N_STATIC - 1] > 0.5

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.constants import HEALTH_EPS, N_KINDS, TICKS_PER_DAY, Action, EntityKind, Trait, close_relations
+from engine.constants import GRIEF_LEFT, HEALTH_EPS, N_KINDS, TICKS_PER_DAY, Action, EntityKind, Trait, close_relations
 from engine.kernels import GRIEVANCE_ANGER, N_SLOT_FEATURES, OWN_ENERGY, OWN_NIGHT
 from engine.kernels import observe as observe_kernel
 from engine.state import FRIEND, RIVAL, SPOUSE
@@ -136,6 +136,7 @@ class Observer:
             t.work_stops_for_threat,
             t.reach * t.strike_reach_factor,
             GRIEVANCE_ANGER if t.attack_needs_grievance else -1.0, t.inform_threat_deaths, t.tell_salience,
+            GRIEF_LEFT if t.mourning_ends_with_grief else -1.0,
             len(SELF_FEATURES),
             obs, self.slot_entity, mask,
         )

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine import mind
-from engine.constants import Action, ActorMode, EventType, Personality, Tuning
+from engine.constants import GRIEF_LEFT, Action, ActorMode, EventType, Personality, Tuning
 from engine.curriculum import MAX_KILLS
 from engine.sim import VillageSim, flat_action
 from worlds import load_world
@@ -779,3 +779,49 @@ def test_a_killer_who_hunts_only_the_afraid_spares_those_who_stand_up_to_him(vil
                 if afraid:
                     assert orders[0][1] == 5
     assert Tuning().hunt_afraid_only is False
+
+
+def _bereaved(village, tuning: Tuning, grief: float) -> tuple[VillageSim, int]:
+    """NPC 1 stands at NPC 0's body, knows of the death and feels `grief`; returns the sim and the body's slot."""
+    s = VillageSim(village, 1, seed=3, scenario="none", tuning=tuning)
+    s.state.alive[0, 0] = False
+    s.state.death_tick[0, 0] = 0
+    s.state.pos[0, 0] = s.state.death_pos[0, 0] = s.state.pos[0, 1]
+    s.state.knows_death[0, 1, 0] = True
+    s.state.learned_tick[0, 1, 0] = 0
+    s.state.learned_from[0, 1, 0] = -1
+    s.state.grief[0, 1] = grief
+    s.obs, s.mask = s.observer.observe()
+    return s, int(np.flatnonzero(s.observer.slot_entity[0, 1] == 0)[0])
+
+
+def test_mourning_is_open_only_to_the_grieving_when_it_ends_with_grief(village):
+    """mourning_ends_with_grief: MOURN is masked for an NPC whose grief is mourned away (< GRIEF_LEFT) and open
+    to one with grief left; without the rule anyone who knows of the death may mourn."""
+    def can_mourn(grief: float, rule: bool) -> bool:
+        s, slot = _bereaved(village, Tuning(mourning_ends_with_grief=rule), grief)
+        return bool(s.mask[0, 1, flat_action(Action.MOURN, slot, s.K)])
+
+    assert can_mourn(0.5, True) and can_mourn(0.0, False) and can_mourn(0.5, False)
+    assert not can_mourn(0.0, True)
+    assert not can_mourn(0.04, True)
+    assert Tuning().mourning_ends_with_grief is False
+
+
+def test_a_mourning_ends_when_its_grief_is_mourned_away(village):
+    """mourning_ends_with_grief: with grief-work relief of at least 0.1 a tick, a grief of 0.15 is spent within two
+    ticks at the body and the mourner is free to choose again; without the rule it stays for all of mourn_ticks."""
+    def after_three_ticks(rule: bool) -> tuple[bool, float]:
+        tuning = Tuning(mourning_ends_with_grief=rule, mourn_relief_linear=True, mourn_ticks=6)
+        s, slot = _bereaved(village, tuning, 0.15)
+        for tick in range(3):
+            act = idle(s)
+            if tick == 0:
+                act[0, 1] = flat_action(Action.MOURN, slot, s.K)
+            s.step(act)
+        return bool(s.state.busy[0, 1] and s.state.activity[0, 1] == Action.MOURN), float(s.state.grief[0, 1])
+
+    still_mourning, grief = after_three_ticks(False)
+    assert still_mourning and grief < GRIEF_LEFT  # the grief is spent, the mourning goes on
+    still_mourning, grief = after_three_ticks(True)
+    assert not still_mourning and grief < GRIEF_LEFT
