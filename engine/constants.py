@@ -267,7 +267,7 @@ class Tuning:
     # that share of it (grief work: a great loss takes longer to mourn)
     mourn_relief_empathy: bool = True  # False: a mourning tick eases mourn_relief for everyone; empathy weighs the
     # grief (its cost) without also hastening its work, so the empathic do not mourn a loss away in one short spell
-    mourning_ends_with_grief: bool = False  # True: MOURN is open only to an NPC with some grief left (>= 0.05), and a
+    mourning_ends_with_grief: bool = False  # True: MOURN is open only to an NPC with grief >= GRIEF_LEFT, and a
     # mourning ends once its grief is below that: no vigil at the body after the grief is mourned away. False: a
     # mourning runs its ticks, and anyone who knows of the death may mourn, grieving or not
     comfort_relief: float = 0.10
