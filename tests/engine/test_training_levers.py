@@ -361,17 +361,24 @@ def test_informing_rewards_the_teller_per_villager_told_of_a_death(village):
     assert Tuning().w_inform == 0.0
 
 
-def _telling_gain(village, tuning: Tuning, *, grief: float = 0.0, anger: float = 0.0) -> tuple[float, int]:
-    """NPC 1, who saw NPC 0 die, tells NPC 2 (one TALK, then idling): its summed reward over 20 ticks and how
-    many it told. `grief` is its grief; `anger` its anger at the player, whom it then knows as a threat."""
+def _npc1_saw_npc0_die(village, tuning: Tuning, grief: float, body_at: float | None) -> VillageSim:
+    """A sim in which NPC 0 died at tick 0, its body at `body_at`, and NPC 1 saw it and feels `grief`."""
     s = VillageSim(village, 1, seed=3, scenario="none", tuning=tuning)
     s.state.alive[0, 0] = False
     s.state.death_tick[0, 0] = 0
-    s.state.pos[0, 0] = s.state.death_pos[0, 0] = 0.0
+    # None: the body lies where NPC 1 stands
+    s.state.pos[0, 0] = s.state.death_pos[0, 0] = s.state.pos[0, 1] if body_at is None else body_at
     s.state.knows_death[0, 1, 0] = True
     s.state.learned_tick[0, 1, 0] = 0
     s.state.learned_from[0, 1, 0] = -1
     s.state.grief[0, 1] = grief
+    return s
+
+
+def _telling_gain(village, tuning: Tuning, *, grief: float = 0.0, anger: float = 0.0) -> tuple[float, int]:
+    """NPC 1, who saw NPC 0 die, tells NPC 2 (one TALK, then idling): its summed reward over 20 ticks and how
+    many it told. `grief` is its grief; `anger` its anger at the player, whom it then knows as a threat."""
+    s = _npc1_saw_npc0_die(village, tuning, grief, 0.0)
     if anger > 0:
         s.state.knows_threat[0, 1, s.player] = True
         s.state.anger[0, 1, s.player] = anger
@@ -783,14 +790,7 @@ def test_a_killer_who_hunts_only_the_afraid_spares_those_who_stand_up_to_him(vil
 
 def _bereaved(village, tuning: Tuning, grief: float) -> tuple[VillageSim, int]:
     """NPC 1 stands at NPC 0's body, knows of the death and feels `grief`; returns the sim and the body's slot."""
-    s = VillageSim(village, 1, seed=3, scenario="none", tuning=tuning)
-    s.state.alive[0, 0] = False
-    s.state.death_tick[0, 0] = 0
-    s.state.pos[0, 0] = s.state.death_pos[0, 0] = s.state.pos[0, 1]
-    s.state.knows_death[0, 1, 0] = True
-    s.state.learned_tick[0, 1, 0] = 0
-    s.state.learned_from[0, 1, 0] = -1
-    s.state.grief[0, 1] = grief
+    s = _npc1_saw_npc0_die(village, tuning, grief, None)
     s.obs, s.mask = s.observer.observe()
     return s, int(np.flatnonzero(s.observer.slot_entity[0, 1] == 0)[0])
 
