@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action, Tuning  # noqa: E402
 from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
@@ -82,14 +82,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_probe_args(parser, scenarios=SCENARIOS, seed=1)
     parser.add_argument("--ticks", type=int, default=7, help="states after the killing to look at (default: 7)")
+    add_untrained_arg(parser)
     args = parser.parse_args(argv)
     if args.ticks < 1:
         parser.error(f"--ticks must be at least 1, got {args.ticks}")
     spec, scenarios, policy = read_probe_args(parser, args)
+    policy, name = probe_policy(parser, args, policy)
     with tick_progress(scenarios, args.quiet) as on_tick:
         out = probe(policy, spec, scenarios, args.villages, args.seed, args.ticks, on_tick)
     n = out["witnesses"]
-    print(f"{args.policy} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
+    print(f"{name} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
           f"{args.ticks} ticks after the killing; safe {out['safe']}, kept away {out['kept']}, "
           f"got away from a living killer {out['fled_living_killer']} (could have: {out['could_get_away']})")
     for seq, c in out["first_activities"].items():

@@ -178,6 +178,9 @@ class Tuning:
     # wall runs along it; False: it heads for the nearest point of the edge and waits there
     flight_escapes_hunt: bool = False  # True: a killer hunting a villager who flees from him and gets out of his sight
     # loses her: the hunt ends and he strolls to a public place. False: a hunt ends only with the prey dead or hidden
+    refuge_tells: bool = False  # True (with flee_home): a villager hiding at home warns every awake villager within
+    # talking range of it, each tick it hides: a witness who ran home tells the household what it saw. False: hiding
+    # is silent (ambient gossip only)
     refuge_out_of_sight: bool = False  # True (with flee_home): home is a refuge only when it lies at least the safe
     # distance from the threat; a flight from a killer who can see one's door runs straight away until safe
     grief_waits: bool = False  # True: grief neither stings nor fades while the NPC flees or hides (fear first)

@@ -265,3 +265,30 @@ def test_hide_until_clear_ends_hiding_once_the_killer_is_out_of_sight_of_the_hou
             assert sim.hiding[0, cai] == (not (on and far)), (on, far)
             assert s.alive[0, cai]
     assert Tuning().hide_until_clear is False
+
+
+@pytest.mark.parametrize("tells", [True, False])
+def test_a_villager_hiding_at_home_warns_the_household_under_refuge_tells(tells):
+    """refuge_tells: a witness hiding at home tells a villager standing at its door of the death it knows (one
+    way: a warning); without the rule, and with no gossip, the hiding is silent."""
+    sim = make_sim(flee_home=True, hide_ticks=10, refuge_tells=tells)
+    sim.w.gossip_probability[:] = 0.0  # only the refuge can carry the news
+    s = sim.state
+    cai, victim, listener = ent(sim, "Cai"), ent(sim, "Alda"), ent(sim, "Bren")
+    s.alive[0, victim] = False
+    s.death_tick[0, victim] = 0
+    s.pos[0, victim] = s.death_pos[0, victim] = 0.0
+    s.knows_death[0, cai, victim] = True
+    s.learned_tick[0, cai, victim] = 0
+    s.learned_from[0, cai, victim] = -1
+    home, size = sim.w.home_pos[0, cai], sim.w.size[0]
+    s.pos[0, listener] = np.where(home < size / 2, size - 1.0, 1.0)  # the far corner, out of earshot
+    hidden_at_home(sim, cai)
+    assert not s.knows_death[0, listener, victim]
+    for _ in range(3):
+        s.pos[0, listener] = s.pos[0, cai] + 1.0  # at the door, within talking range
+        sim.step(idle(sim))
+    assert sim.hiding[0, cai] or not tells
+    assert bool(s.knows_death[0, listener, victim]) == tells
+    if tells:
+        assert s.learned_from[0, listener, victim] == cai
