@@ -345,6 +345,7 @@ class Stats:
             "fear_rate": self.ratio("fear_hit", "fear_eligible"),
             "fear_kept_rate": self.ratio("fear_kept_hit", "fear_kept_eligible"),
             "fear_fled_rate": self.ratio("fear_fled_hit", "fear_kept_eligible"),
+            "fear_chosen_rate": self.ratio("fear_chosen_hit", "fear_kept_eligible"),
             "fear_by_culprit_death": self.ratio("fear_hit_culprit_dead", "fear_hit"),
             "consistency": None if total == 0 else passed / total,
             "news_reach": self.mean("news_reach"),
@@ -596,11 +597,19 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             if d.step + 1 + p.fear_window + p.fear_keep - 1 > T:
                 continue
             st.n["fear_kept_eligible"] += 1  # fled and kept away: the same flight, held for fear_keep ticks
-            st.n["fear_kept_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
-                                                        dist=dist) >= 0)
+            t_kept = reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist)
+            st.n["fear_kept_hit"] += int(t_kept >= 0)
+            # kept away by a flight it chose: FLEE from the culprit on the way to safety, not a walk to the tavern
+            st.n["fear_chosen_hit"] += int(t_kept >= 0 and chose_flight(trace, b, i, k, d.step + 1, t_kept))
             # fled from a living killer and kept away: a crowd's revenge does not make the witness's safety
             st.n["fear_fled_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
                                                         threat_alive=True, dist=dist) >= 0)
+
+
+def chose_flight(trace: Trace, b: int, i: int, k: int, start: int, t1: int) -> bool:
+    """NPC i's activity was FLEE with k as its target in some state of start..t1 (it chose to run from k)."""
+    steps = slice(start, t1 + 1)
+    return bool(((trace.activity[steps, b, i] == Action.FLEE) & (trace.target[steps, b, i] == k)).any())
 
 
 def _positive_graph(trace: Trace, b: int) -> Any:

@@ -34,7 +34,7 @@ SCALARS: tuple[str, ...] = (
     "diversity", "diversity_empirical", "action_entropy", "news_reach", "news_hops", "news_graph_distance",
     "chain_length", "chain_length_max", "chain_branching", "chain_deep_share", "chain_deaths", "news_reach_48",
     "hearsay_accuracy", "hearsay_culprit_share", "hearsay_culprit_delay", "player_reactions", "fear_kept_rate",
-    "fear_by_culprit_death", "fear_fled_rate",
+    "fear_by_culprit_death", "fear_fled_rate", "fear_chosen_rate",
 )
 # the held-out size sweep (`village eval --sweep`): two held-out generated worlds per size
 SWEEP_SIZES: tuple[int, ...] = (12, 24, 48, 96)
@@ -42,7 +42,8 @@ SWEEP_WORLDS: tuple[str, ...] = tuple(f"generated:{n}:{seed}" for n in SWEEP_SIZ
 # the per-size table printed by `village eval` when the run has held-out worlds
 SIZE_COLUMNS: tuple[str, ...] = (
     "mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "fear_kept_rate", "fear_fled_rate",
-    "news_reach_48", "hearsay_accuracy", "chain_length", "chain_branching", "player_reactions", "diversity",
+    "fear_chosen_rate", "news_reach_48", "hearsay_accuracy", "chain_length", "chain_branching", "player_reactions",
+    "diversity",
 )
 # the table printed by `village eval` (results.json and table.md have them all)
 TABLE_COLUMNS: tuple[str, ...] = (
@@ -58,6 +59,7 @@ RANDOM_INIT_MAX_SHARE = 1 / 3
 # the second round's targets, checked per held-out size (reported; --strict keeps THRESHOLDS)
 TARGETS: dict[str, float] = {"mourning_rate": 0.70, "revenge_rate": 0.60, "revenge_accuracy": 0.95,
                              "fear_rate": 0.75, "fear_kept_rate": 0.75, "fear_fled_rate": 0.75,
+                             "fear_chosen_rate": 0.75,
                              "news_reach_48": 0.5}
 TARGET_RANDOM_INIT_SHARE = 1 / 4
 TARGET_DIVERSITY_RATIO = 3.0
@@ -325,7 +327,7 @@ def target_checks(results: dict[str, Any], main: str) -> dict[str, list[Check]]:
         for metric, limit in TARGETS.items():
             v = m.get(metric)
             checks.append(Check(metric, v, f">= {limit}", None if v is None else bool(v >= limit)))
-        for metric in (*RATES, "fear_kept_rate", "fear_fled_rate"):
+        for metric in (*RATES, "fear_kept_rate", "fear_fled_rate", "fear_chosen_rate"):
             v, ref = (ri or {}).get(metric), m.get(metric)
             ok = None if v is None or ref is None else bool(v <= ref * TARGET_RANDOM_INIT_SHARE + 1e-12)
             checks.append(Check(f"random_init {metric}", v, f"<= 1/4 of {main} "

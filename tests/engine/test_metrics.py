@@ -280,6 +280,26 @@ def test_fear_kept_needs_the_distance_held_for_four_hours() -> None:
     assert r["fear_rate"] == pytest.approx(1.0) and r["fear_kept_rate"] is None
 
 
+def test_fear_chosen_needs_a_flight_the_witness_chose() -> None:
+    """fear_chosen_rate: fear_kept_rate's hit, on the way to which the witness performed FLEE from the killer; one
+    who walked off as far on another errand, or fled from someone else, is kept away but did not choose to run
+    from him. A killer who dies while the witness flees does not undo the choice (unlike fear_fled_rate)."""
+    b = Builder()
+    b.traits[0, 1:, 0] = 0.2
+    for npc in (1, 2):
+        b.learns(npc, DEATH_STEP)
+        b.pos[DEATH_STEP + 2:, 0, npc] = (2.0 * npc, 12.0)  # both end up far north at once
+    b.activity[DEATH_STEP + 1:DEATH_STEP + 3, 0, 1] = Action.FLEE
+    b.target[DEATH_STEP + 1:DEATH_STEP + 3, 0, 1] = PLAYER  # NPC 1 runs from the killer
+    b.activity[DEATH_STEP + 1:, 0, 2] = Action.EAT  # NPC 2 goes to eat
+    b.alive[DEATH_STEP + 3:, 0, PLAYER] = False  # the crowd kills him as they run
+    r = result(b)
+    assert r["counts"]["fear_kept_eligible"] == 2 and r["fear_kept_rate"] == pytest.approx(1.0)
+    assert r["fear_chosen_rate"] == pytest.approx(0.5)  # NPC 1 only
+    b.target[DEATH_STEP + 1:DEATH_STEP + 3, 0, 1] = 3  # NPC 1's flight is from someone else
+    assert result(b)["fear_chosen_rate"] == pytest.approx(0.0)
+
+
 def test_fear_fled_needs_a_flight_from_a_living_killer() -> None:
     """fear_fled_rate: fear_kept_rate's flight and four hours away, reached while the killer lived; a witness
     who is safe because the crowd killed the killer counts for fear_kept_rate, not for it, and one who fled
