@@ -71,4 +71,6 @@ def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, poli
     fresh = random_init_policy(policy, seed=args.seed)
     if fresh is None:
         parser.error(f"{args.policy} has no network to re-initialise")
+    if getattr(policy, "tuning", None) is not None:  # --tuning's world, not only the one the policy learned in
+        fresh.tuning = policy.tuning
     return fresh, f"{args.policy} (untrained)"

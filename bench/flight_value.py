@@ -38,7 +38,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import Action  # noqa: E402
 from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
@@ -199,18 +199,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="play the training scenario (mixed: one to three killings, rampages, hunts, with the "
                              "policy's own tuning) instead of --scenarios")
     parser.add_argument("--horizon", type=int, default=48, help="steps of reward summed (default: 48)")
+    add_untrained_arg(parser)
     args = parser.parse_args(argv)
     if args.steer < 1:
         parser.error(f"--steer must be at least 1, got {args.steer}")
     if args.horizon < 1:
         parser.error(f"--horizon must be at least 1, got {args.horizon}")
-    spec, scenarios, _ = read_probe_args(parser, args)
+    spec, scenarios, policy = read_probe_args(parser, args)
+    name = probe_policy(parser, args, policy)[1]
     if args.training:
         scenarios = [TRAINING]
     with tick_progress(scenarios * len(PLAYS), args.quiet) as on_tick:
-        out = probe(lambda: read_probe_args(parser, args)[2], spec, scenarios, args.villages, args.seed, args.steer,
+        def fresh() -> Any:  # the policy as the first play found it, for every play
+            return probe_policy(parser, args, read_probe_args(parser, args)[2])[0]
+
+        out = probe(fresh, spec, scenarios, args.villages, args.seed, args.steer,
                     args.horizon, on_tick)
-    print(f"{args.policy} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
+    print(f"{name} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
           f"steps from the killing (steered {args.steer} steps; villages left out, their killing changed by "
           f"another's steering: {out['villages_out_of_step']}):")
     labels = killed_by_labels()
