@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engine import mind
-from engine.constants import GRIEF_LEFT, Action, ActorMode, EventType, Personality, Tuning
+from engine.constants import GRIEF_LEFT, Action, ActorMode, EventType, Personality, Trait, Tuning
 from engine.curriculum import MAX_KILLS
 from engine.sim import VillageSim, flat_action
 from worlds import load_world
@@ -825,3 +825,23 @@ def test_a_mourning_ends_when_its_grief_is_mourned_away(village):
     assert still_mourning and grief < GRIEF_LEFT  # the grief is spent, the mourning goes on
     still_mourning, grief = after_three_ticks(True)
     assert not still_mourning and grief < GRIEF_LEFT
+
+
+def test_death_is_dreaded_by_the_timid_under_death_dread_bravery(village):
+    """death_dread_bravery: the death penalty is scaled by 2 x (1 - bravery), so a villager of bravery 0.2 pays
+    1.6 times the price and one of 0.8 pays 0.4 of it; without the lever both pay the same."""
+    def death_price(dread: bool) -> np.ndarray:
+        paid = []
+        for penalty in (100.0, 0.0):  # the same death with and without a price: the difference is the price
+            sim = VillageSim(village, 1, seed=0, scenario="none",
+                             tuning=Tuning(death_penalty=penalty, death_dread_bravery=dread))
+            sim.w.traits[0, :2, Trait.BRAVERY] = (0.2, 0.8)
+            sim.state.health[0, :2] = 0.0  # both die on the next tick
+            sim.step(idle(sim))
+            assert sim.died[0, :2].all()
+            paid.append(sim.last_reward[0, :2].copy())
+        return paid[1] - paid[0]
+
+    scale = Tuning().reward_scale
+    np.testing.assert_allclose(death_price(False), [100 * scale, 100 * scale], rtol=1e-5)
+    np.testing.assert_allclose(death_price(True), [160 * scale, 40 * scale], rtol=1e-5)
