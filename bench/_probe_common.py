@@ -62,10 +62,15 @@ def add_untrained_arg(parser: argparse.ArgumentParser) -> None:
                         help="run the policy's untrained network (random_init) in the policy's world")
 
 
+def probe_name(args: argparse.Namespace) -> str:
+    """The probed policy's name in the report: --policy's, marked when --untrained."""
+    return f"{args.policy} (untrained)" if getattr(args, "untrained", False) else args.policy
+
+
 def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, policy: Any) -> tuple[Any, str]:
     """(policy, name) to probe: the loaded one, or with --untrained its freshly initialised network."""
     if not getattr(args, "untrained", False):
-        return policy, args.policy
+        return policy, probe_name(args)
     from npc_brains.evaluate import random_init_policy
 
     fresh = random_init_policy(policy, seed=args.seed)
@@ -73,4 +78,4 @@ def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, poli
         parser.error(f"{args.policy} has no network to re-initialise")
     if getattr(policy, "tuning", None) is not None:  # --tuning's world, not only the one the policy learned in
         fresh.tuning = policy.tuning
-    return fresh, f"{args.policy} (untrained)"
+    return fresh, probe_name(args)

@@ -38,7 +38,14 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import (  # noqa: E402
+    add_probe_args,
+    add_untrained_arg,
+    probe_name,
+    probe_policy,
+    read_probe_args,
+    tick_progress,
+)
 
 from engine.constants import Action  # noqa: E402
 from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
@@ -205,8 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--steer must be at least 1, got {args.steer}")
     if args.horizon < 1:
         parser.error(f"--horizon must be at least 1, got {args.horizon}")
-    spec, scenarios, policy = read_probe_args(parser, args)
-    name = probe_policy(parser, args, policy)[1]
+    spec, scenarios, _ = read_probe_args(parser, args)
     if args.training:
         scenarios = [TRAINING]
     with tick_progress(scenarios * len(PLAYS), args.quiet) as on_tick:
@@ -215,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
         out = probe(fresh, spec, scenarios, args.villages, args.seed, args.steer,
                     args.horizon, on_tick)
-    print(f"{name} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
+    print(f"{probe_name(args)} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
           f"steps from the killing (steered {args.steer} steps; villages left out, their killing changed by "
           f"another's steering: {out['villages_out_of_step']}):")
     labels = killed_by_labels()
