@@ -312,8 +312,9 @@ class Tuning:
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0
-    death_dread_bravery: bool = False  # True: the death penalty is scaled by 2 x (1 - bravery) (1 at bravery 0.5): the
-    # timid dread dying more than the brave, who risk it for justice. False: one price of death for everyone
+    death_dread_bravery: bool = False  # True: the death penalty is scaled by (2 x (1 - bravery)) ** death_dread_power
+    # (1 at bravery 0.5): the timid dread dying more than the brave, who risk it for justice. False: one price for all
+    death_dread_power: float = 1.0  # the dread's steepness (at 2: 2.56x at bravery 0.2, 0.16x at 0.8)
     hearsay_justice: bool = False  # True: a villager told of a threat does not take him for one when his latest
     # violence struck someone it knows (or is told in the same breath) to be a threat, and told that someone is a
     # threat, it no longer takes those whose latest violence struck him for threats: the crowd's avengers are not

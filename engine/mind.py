@@ -425,7 +425,7 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
         gains = gains + t.w_inform * informed
     out = (gains - needs - emotions - health) * t.reward_scale
     out = np.where(s.alive[:, :N], out, 0.0)
-    dread = 2.0 * (1.0 - p.bravery) if t.death_dread_bravery else 1.0
+    dread = (2.0 * (1.0 - p.bravery)) ** t.death_dread_power if t.death_dread_bravery else 1.0
     out = out - v.died * dread * t.death_penalty * t.reward_scale
     out = (out * ctx.npc_alive).astype(np.float32)
     if ctx.relief is not None:  # fading: grief's slow decay, fear's fast fade once safe, grudges' end

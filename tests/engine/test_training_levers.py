@@ -828,13 +828,14 @@ def test_a_mourning_ends_when_its_grief_is_mourned_away(village):
 
 
 def test_death_is_dreaded_by_the_timid_under_death_dread_bravery(village):
-    """death_dread_bravery: the death penalty is scaled by 2 x (1 - bravery), so a villager of bravery 0.2 pays
-    1.6 times the price and one of 0.8 pays 0.4 of it; without the lever both pay the same."""
-    def death_price(dread: bool) -> np.ndarray:
+    """death_dread_bravery: the death penalty is scaled by (2 x (1 - bravery)) ** death_dread_power, so a villager of
+    bravery 0.2 pays 1.6 times the price and one of 0.8 pays 0.4 of it (2.56 and 0.16 at power 2); without the lever
+    both pay the same."""
+    def death_price(dread: bool, power: float = 1.0) -> np.ndarray:
         paid = []
         for penalty in (100.0, 0.0):  # the same death with and without a price: the difference is the price
             sim = VillageSim(village, 1, seed=0, scenario="none",
-                             tuning=Tuning(death_penalty=penalty, death_dread_bravery=dread))
+                             tuning=Tuning(death_penalty=penalty, death_dread_bravery=dread, death_dread_power=power))
             sim.w.traits[0, :2, Trait.BRAVERY] = (0.2, 0.8)
             sim.state.health[0, :2] = 0.0  # both die on the next tick
             sim.step(idle(sim))
@@ -845,3 +846,4 @@ def test_death_is_dreaded_by_the_timid_under_death_dread_bravery(village):
     scale = Tuning().reward_scale
     np.testing.assert_allclose(death_price(False), [100 * scale, 100 * scale], rtol=1e-5)
     np.testing.assert_allclose(death_price(True), [160 * scale, 40 * scale], rtol=1e-5)
+    np.testing.assert_allclose(death_price(True, 2.0), [256 * scale, 16 * scale], rtol=1e-5)  # a steeper dread
