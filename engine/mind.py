@@ -425,13 +425,28 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
         gains = gains + t.w_inform * informed
     out = (gains - needs - emotions - health) * t.reward_scale
     out = np.where(s.alive[:, :N], out, 0.0)
-    dread = (2.0 * (1.0 - p.bravery)) ** t.death_dread_power if t.death_dread_bravery else 1.0
-    out = out - v.died * dread * t.death_penalty * t.reward_scale
+    if v.died.any():
+        out = out - v.died * death_dread(v, p) * t.death_penalty * t.reward_scale
     out = (out * ctx.npc_alive).astype(np.float32)
     if ctx.relief is not None:  # fading: grief's slow decay, fear's fast fade once safe, grudges' end
         ctx.relief.count()
         out += (t.w_relief * t.reward_scale * ctx.relief.relieved * ctx.npc_alive * s.alive[:, :N]).astype(np.float32)
     return out
+
+
+def death_dread(v: Village, p: Personality) -> np.ndarray | float:
+    """The death penalty's multiplier per NPC: 1, or with death_dread_bravery (2 x (1 - bravery)) ** power,
+    which with death_dread_anger is damped by anger at known threats as sight fear is (the enraged timid
+    forget themselves; the frightened bystander does not)."""
+    t = v.t
+    if not t.death_dread_bravery:
+        return 1.0
+    dread = (2.0 * (1.0 - p.bravery)) ** t.death_dread_power
+    if t.death_dread_anger:
+        # the state's anger, not this tick's anger_sum: the mind phase has already zeroed the dead's sums
+        anger = np.minimum(v.state.anger.sum(-1), t.anger_sum_cap)
+        dread = dread / (1.0 + t.anger_fear_damping * p.aggression * anger)
+    return dread
 
 
 def interrupt(v: Village, ctx: TickContext) -> None:

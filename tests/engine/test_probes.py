@@ -41,6 +41,17 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     assert sum(out["first_activities"].values()) <= out["witnesses"]
 
 
+def test_the_revenge_probe_counts_what_the_revenge_metric_counts(bench_script):
+    bench = bench_script("revenge_probe")
+    world, scenario = load_world("village-v1"), load_scenario("kill-parent")
+    out = bench.probe(ScriptedPolicy(seed=0), world, [scenario], villages=6, seed=2)
+    counts = summarize([run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=6, seed=2)])["counts"]
+    groups = [out["timid"], out["bold"]]
+    assert sum(sum(g.values()) for g in groups) == counts["revenge_eligible"] > 0
+    assert sum(g["hit"] for g in groups) == counts["revenge_hit"]
+    assert sum(out["first_activities_of_misses"].values()) <= counts["revenge_eligible"] - counts["revenge_hit"]
+
+
 def test_the_what_if_plays_match_the_metrics_until_steered_and_steer_after(bench_script):
     """flight_value: the unsteered play is `village eval`'s run (its witnesses and flights are the fear metrics'
     counts); a steered play is the same run until the killing, then the witnesses do what they are made to."""
@@ -88,6 +99,7 @@ def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
     ("flight_probe", ["--scenarios", "no-such-scenario"], "no-such-scenario"),
     ("flight_probe", ["--villages", "0"], "--villages"),
     ("flight_value", ["--steer", "0"], "--steer"),
+    ("revenge_probe", ["--scenarios", "no-such-scenario"], "no-such-scenario"),
     ("news_channels", ["--villages", "0"], "--villages"),
     ("chain_anatomy", ["--world", "no-such-world"], "no-such-world"),
 ])

@@ -847,3 +847,26 @@ def test_death_is_dreaded_by_the_timid_under_death_dread_bravery(village):
     np.testing.assert_allclose(death_price(False), [100 * scale, 100 * scale], rtol=1e-5)
     np.testing.assert_allclose(death_price(True), [160 * scale, 40 * scale], rtol=1e-5)
     np.testing.assert_allclose(death_price(True, 2.0), [256 * scale, 16 * scale], rtol=1e-5)  # a steeper dread
+
+
+def test_anger_tempers_the_dread_of_death_under_death_dread_anger(village):
+    """death_dread_anger: two villagers of bravery 0.2 and aggression 0.5 die; the one with anger 1 at a known
+    threat pays the dread over (1 + anger_fear_damping x 0.5 x 1), the calm one all of it; off, both pay it all."""
+    def death_price(anger_lever: bool) -> np.ndarray:
+        paid = []
+        for penalty in (100.0, 0.0):
+            tuning = Tuning(death_penalty=penalty, death_dread_bravery=True, death_dread_anger=anger_lever)
+            sim = VillageSim(village, 1, seed=0, scenario="none", tuning=tuning)
+            sim.w.traits[0, :2, Trait.BRAVERY] = 0.2
+            sim.w.traits[0, :2, Trait.AGGRESSION] = 0.5
+            sim.state.anger[0, 0, 5] = 1.0  # villager 0 is enraged at villager 5; villager 1 is calm
+            sim.state.health[0, :2] = 0.0
+            sim.step(idle(sim))
+            assert sim.died[0, :2].all()
+            paid.append(sim.last_reward[0, :2].copy())
+        return paid[1] - paid[0]
+
+    scale, damping = Tuning().reward_scale, Tuning().anger_fear_damping
+    np.testing.assert_allclose(death_price(False), [160 * scale, 160 * scale], rtol=1e-5)
+    np.testing.assert_allclose(death_price(True), [160 * scale / (1 + damping * 0.5), 160 * scale], rtol=1e-4)
+    assert Tuning().death_dread_anger is False

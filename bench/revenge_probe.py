@@ -1,0 +1,118 @@
+"""Where does revenge go? What the avengers `revenge_rate` counts did in its window.
+
+For every avenger `revenge_rate` counts as eligible (an aggressive close relation of a victim who learned the
+right culprit while he was alive, with the 24-tick window inside the episode), the outcome: a landed blow on the
+killer (a hit); the killer died by other hands before any blow of its own; it chose ATTACK on the killer but
+landed nothing; it performed FLEE or hid at home; or none of these. The counts are split by bravery (timid <=
+0.4, the witnesses `fear_rate` asks to run, against the rest), since a world that prices death by bravery asks
+the timid avengers both to run and to strike.
+
+    python bench/revenge_probe.py --policy default
+    python bench/revenge_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
+
+Runs every bundled scenario with a killing by default. `--tuning FIELD=VALUE` (repeatable) changes the world
+on top of the one the policy learned in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
+
+from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
+
+from engine.constants import ACTION_NAMES, Action, EventType, Trait  # noqa: E402
+from engine.metrics import MetricParams, close_relations, trigger_deaths  # noqa: E402
+
+SCENARIOS = "kill-at-night,kill-fighter,kill-in-square,kill-loner,kill-parent,kill-rival,repeated-killings"
+OUTCOMES = ("hit", "killer_died_first", "chose_attack_missed", "fled_or_hid", "other")
+TIMID = 0.4  # the fear metrics' timid witness: bravery at most this
+
+
+def classify(trace: Any, b: int, i: int, k: int, start: int, window: int) -> tuple[str, list[int]]:
+    """(outcome, activities in the window) of avenger i against killer k from step `start`."""
+    ev = trace.events
+    blows = (ev["type"] == EventType.ATTACK) & (ev["village"] == b) & (ev["actor"] == i) & (ev["target"] == k) & (
+        ev["tick"] >= start) & (ev["tick"] <= start + window)
+    rows = range(start + 1, min(start + 1 + window, trace.ticks + 1))
+    acts = [int(trace.activity[t, b, i]) for t in rows]
+    if blows.any():
+        return "hit", acts
+    dead = np.flatnonzero(~trace.alive[start + 1:start + 1 + window, b, k])
+    if len(dead):
+        return "killer_died_first", acts
+    if any(trace.activity[t, b, i] == Action.ATTACK and trace.target[t, b, i] == k for t in rows):
+        return "chose_attack_missed", acts
+    if Action.FLEE in acts:
+        return "fled_or_hid", acts
+    return "other", acts
+
+
+def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
+          on_tick: Callable[[int], None] | None = None) -> dict:
+    """Outcome counts over the eligible avengers, by bravery, and their most common first four activities."""
+    from engine.scenarios import run_scenario
+    from npc_brains.evaluate import policy_slots
+    from npc_brains.tuning import policy_tuning
+
+    p = MetricParams()
+    out: dict[str, Any] = {group: dict.fromkeys(OUTCOMES, 0) for group in ("timid", "bold")}
+    first: collections.Counter = collections.Counter()
+    for scenario in scenarios:
+        trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
+                             tuning=policy_tuning(policy), on_tick=on_tick)
+        last = trace.ticks - 1
+        for d in trigger_deaths(trace):
+            b, v, k = d.village, d.victim, d.killer
+            close = close_relations(trace, b, v, p.close_affinity) & trace.alive[d.step + 1, b, : trace.N]
+            close &= trace.traits[b, :, Trait.AGGRESSION] >= p.aggressive
+            for i in np.flatnonzero(close):
+                start = int(trace.culprit_tick[b, i, v])
+                if start < 0 or trace.known_culprit[b, i, v] != k or not trace.alive[start + 1, b, k]:
+                    continue
+                if start + p.revenge_window > last:
+                    continue
+                outcome, acts = classify(trace, b, i, k, start, p.revenge_window)
+                group = "timid" if trace.traits[b, i, Trait.BRAVERY] <= TIMID else "bold"
+                out[group][outcome] += 1
+                if outcome != "hit":
+                    first[" > ".join(ACTION_NAMES[a] for a in acts[:4])] += 1
+    out["first_activities_of_misses"] = dict(first.most_common(8))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_probe_args(parser, scenarios=SCENARIOS, seed=1)
+    add_untrained_arg(parser)
+    args = parser.parse_args(argv)
+    spec, scenarios, policy = read_probe_args(parser, args)
+    policy, name = probe_policy(parser, args, policy)
+    with tick_progress(scenarios, args.quiet) as on_tick:
+        out = probe(policy, spec, scenarios, args.villages, args.seed, on_tick)
+    print(f"{name} on {args.world}: eligible avengers by outcome in the revenge window")
+    for group in ("timid", "bold"):
+        counts = out[group]
+        n = sum(counts.values())
+        rate = f"{counts['hit'] / n:.3f}" if n else "-"
+        print(f"  {group:5s} (bravery {'<=' if group == 'timid' else '>'} {TIMID}): {n} eligible, hit rate {rate}; "
+              + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES))
+    print("  misses' first four activities:")
+    for seq, c in out["first_activities_of_misses"].items():
+        print(f"  {c:4d}  {seq}")
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
