@@ -309,6 +309,8 @@ class Tuning:
     # does for work), so the telling does not draw it from the body
     inform_emotion_damping: bool = False  # True: w_inform x (1 - anger - fear at known threats), floored at 0:
     # while the killer is loose and near, the angry and the frightened deal with him before they spread the news
+    inform_fear_scale: float = 1.0  # with inform_emotion_damping: w_inform x max(0, 1 - anger - this x fear); above 1
+    # a frightened witness earns nothing for an alarm raised near the killer: it saves itself first
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0

@@ -421,7 +421,7 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
         if t.inform_grief_damping:
             informed = informed * np.maximum(0.0, 1.0 - t.inform_grief_scale * s.grief)
         if t.inform_emotion_damping and ctx.anger_sum is not None:  # None: no threat known anywhere
-            informed = informed * np.maximum(0.0, 1.0 - ctx.anger_sum - ctx.fear_sum)
+            informed = informed * np.maximum(0.0, 1.0 - ctx.anger_sum - t.inform_fear_scale * ctx.fear_sum)
         gains = gains + t.w_inform * informed
     out = (gains - needs - emotions - health) * t.reward_scale
     out = np.where(s.alive[:, :N], out, 0.0)

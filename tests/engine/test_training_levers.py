@@ -375,13 +375,16 @@ def _npc1_saw_npc0_die(village, tuning: Tuning, grief: float, body_at: float | N
     return s
 
 
-def _telling_gain(village, tuning: Tuning, *, grief: float = 0.0, anger: float = 0.0) -> tuple[float, int]:
+def _telling_gain(village, tuning: Tuning, *, grief: float = 0.0, anger: float = 0.0,
+                  fear: float = 0.0) -> tuple[float, int]:
     """NPC 1, who saw NPC 0 die, tells NPC 2 (one TALK, then idling): its summed reward over 20 ticks and how
-    many it told. `grief` is its grief; `anger` its anger at the player, whom it then knows as a threat."""
+    many it told. `grief` is its grief; `anger` and `fear` its anger and fear at the player, whom it then knows
+    as a threat."""
     s = _npc1_saw_npc0_die(village, tuning, grief, 0.0)
-    if anger > 0:
+    if anger > 0 or fear > 0:
         s.state.knows_threat[0, 1, s.player] = True
         s.state.anger[0, 1, s.player] = anger
+        s.state.fear[0, 1, s.player] = fear
     s.obs, s.mask = s.observer.observe()
     slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
     total = 0.0
@@ -433,6 +436,23 @@ def test_an_angry_teller_earns_no_telling_reward_under_emotion_damping(village):
     assert told >= 1
     assert angry == pytest.approx(gain(2.0, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
     assert Tuning().inform_emotion_damping is False
+
+
+def test_fear_scale_sets_how_much_fear_silences_a_teller(village):
+    """inform_fear_scale: with emotion damping the telling reward is w_inform x max(0, 1 - anger - scale x fear),
+    so at scale 3 a teller afraid at 0.48 earns nothing for its news, and at the default 1 about half of it."""
+    def gain(scale: float, damping: bool = True) -> tuple[float, int]:
+        tuning = Tuning(w_inform=2.0, inform_emotion_damping=damping, inform_fear_scale=scale)
+        return _telling_gain(village, tuning, fear=0.6)
+
+    undamped, told = gain(1.0, damping=False)
+    assert told >= 1
+    one_telling = 2.0 * Tuning().reward_scale
+    # the TALK on the first tick, at fear ~0.48, pays nothing at scale 3 and about half at scale 1 (later
+    # gossip, once fear has faded, pays nearly in full either way)
+    assert undamped - gain(3.0)[0] >= one_telling - 1e-5
+    assert 0.3 * one_telling < undamped - gain(1.0)[0] < 0.7 * one_telling
+    assert Tuning().inform_fear_scale == 1.0
 
 
 def test_a_player_who_fights_back_turns_on_the_villager_who_struck_it(village):
