@@ -436,16 +436,16 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
 
 def death_dread(v: Village, p: Personality) -> np.ndarray | float:
     """The death penalty's multiplier per NPC: 1, or with death_dread_bravery (2 x (1 - bravery)) ** power,
-    which with death_dread_anger is damped by anger at known threats as sight fear is (the enraged timid
-    forget themselves; the frightened bystander does not)."""
+    which death_dread_anger > 0 damps by anger at known threats as anger_fear_damping damps sight fear (the
+    enraged timid forget themselves; the frightened bystander does not)."""
     t = v.t
     if not t.death_dread_bravery:
         return 1.0
     dread = (2.0 * (1.0 - p.bravery)) ** t.death_dread_power
-    if t.death_dread_anger:
+    if t.death_dread_anger > 0:
         # the state's anger, not this tick's anger_sum: the mind phase has already zeroed the dead's sums
         anger = np.minimum(v.state.anger.sum(-1), t.anger_sum_cap)
-        dread = dread / (1.0 + t.anger_fear_damping * p.aggression * anger)
+        dread = dread / (1.0 + t.death_dread_anger * p.aggression * anger)
     return dread
 
 

@@ -871,8 +871,8 @@ def test_death_is_dreaded_by_the_timid_under_death_dread_bravery(village):
 
 def test_anger_tempers_the_dread_of_death_under_death_dread_anger(village):
     """death_dread_anger: two villagers of bravery 0.2 and aggression 0.5 die; the one with anger 1 at a known
-    threat pays the dread over (1 + anger_fear_damping x 0.5 x 1), the calm one all of it; off, both pay it all."""
-    def death_price(anger_lever: bool) -> np.ndarray:
+    threat pays the dread over (1 + death_dread_anger x 0.5 x 1), the calm one all of it; off (0), both pay it."""
+    def death_price(anger_lever: float) -> np.ndarray:
         paid = []
         for penalty in (100.0, 0.0):
             tuning = Tuning(death_penalty=penalty, death_dread_bravery=True, death_dread_anger=anger_lever)
@@ -886,7 +886,7 @@ def test_anger_tempers_the_dread_of_death_under_death_dread_anger(village):
             paid.append(sim.last_reward[0, :2].copy())
         return paid[1] - paid[0]
 
-    scale, damping = Tuning().reward_scale, Tuning().anger_fear_damping
-    np.testing.assert_allclose(death_price(False), [160 * scale, 160 * scale], rtol=1e-5)
-    np.testing.assert_allclose(death_price(True), [160 * scale / (1 + damping * 0.5), 160 * scale], rtol=1e-4)
-    assert Tuning().death_dread_anger is False
+    scale = Tuning().reward_scale
+    np.testing.assert_allclose(death_price(0.0), [160 * scale, 160 * scale], rtol=1e-5)
+    np.testing.assert_allclose(death_price(10.0), [160 * scale / (1 + 10.0 * 0.5), 160 * scale], rtol=1e-4)
+    assert Tuning().death_dread_anger == 0.0
