@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,12 +35,8 @@ from typing import Any
 import numpy as np
 
 from engine.sim import COMMAND_OPS
+from npc_brains.config import toml_module
 from worlds import WorldError, WorldSpec, world_from_dict, world_to_dict
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10 only
-    import tomli as tomllib
 
 FORMAT = 1
 _TOP_KEYS = ("format", "seed", "policy", "scenario", "slots", "ticks", "digest", "world_ref", "world", "commands")
@@ -139,7 +134,7 @@ def load_session(path: str | Path) -> Session:
         if path.suffix.lower() == ".json":
             data = json.loads(raw.decode("utf-8"))
         else:
-            data = tomllib.loads(raw.decode("utf-8"))
+            data = toml_module().loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise SessionError(f"{src}: not valid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {exc}") \
             from None
