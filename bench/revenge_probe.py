@@ -31,11 +31,10 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action, EventType, Trait  # noqa: E402
-from engine.metrics import MetricParams, close_relations, trigger_deaths  # noqa: E402
+from engine.metrics import MetricParams, revenge_candidates, trigger_deaths  # noqa: E402
 
 SCENARIOS = "kill-at-night,kill-fighter,kill-in-square,kill-loner,kill-parent,kill-rival,repeated-killings"
 OUTCOMES = ("hit", "killer_died_first", "chose_attack_missed", "fled_or_hid", "other")
-TIMID = 0.4  # the fear metrics' timid witness: bravery at most this
 
 
 def classify(trace: Any, b: int, i: int, k: int, start: int, window: int) -> tuple[str, list[int]]:
@@ -70,19 +69,13 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                              tuning=policy_tuning(policy), on_tick=on_tick)
-        last = trace.ticks - 1
         for d in trigger_deaths(trace):
-            b, v, k = d.village, d.victim, d.killer
-            close = close_relations(trace, b, v, p.close_affinity) & trace.alive[d.step + 1, b, : trace.N]
-            close &= trace.traits[b, :, Trait.AGGRESSION] >= p.aggressive
-            for i in np.flatnonzero(close):
-                start = int(trace.culprit_tick[b, i, v])
-                if start < 0 or trace.known_culprit[b, i, v] != k or not trace.alive[start + 1, b, k]:
-                    continue
-                if start + p.revenge_window > last:
+            b, k = d.village, d.killer
+            for i, start, eligible in revenge_candidates(trace, p, d)[1]:
+                if not eligible:
                     continue
                 outcome, acts = classify(trace, b, i, k, start, p.revenge_window)
-                group = "timid" if trace.traits[b, i, Trait.BRAVERY] <= TIMID else "bold"
+                group = "timid" if trace.traits[b, i, Trait.BRAVERY] <= p.timid else "bold"
                 out[group][outcome] += 1
                 if outcome != "hit":
                     first[" > ".join(ACTION_NAMES[a] for a in acts[:4])] += 1
@@ -100,11 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     with tick_progress(scenarios, args.quiet) as on_tick:
         out = probe(policy, spec, scenarios, args.villages, args.seed, on_tick)
     print(f"{name} on {args.world}: eligible avengers by outcome in the revenge window")
+    timid = MetricParams().timid
     for group in ("timid", "bold"):
         counts = out[group]
         n = sum(counts.values())
         rate = f"{counts['hit'] / n:.3f}" if n else "-"
-        print(f"  {group:5s} (bravery {'<=' if group == 'timid' else '>'} {TIMID}): {n} eligible, hit rate {rate}; "
+        print(f"  {group:5s} (bravery {'<=' if group == 'timid' else '>'} {timid}): {n} eligible, hit rate {rate}; "
               + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES))
     print("  misses' first four activities:")
     for seq, c in out["first_activities_of_misses"].items():

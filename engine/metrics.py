@@ -458,21 +458,33 @@ def mourning_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]
                 st.samples["mourn_latency"].append(float(np.argmax(mourn) + 1))
 
 
+def revenge_candidates(trace: Trace, p: MetricParams, d: Death) -> tuple[int, list[tuple[int, int, bool]]]:
+    """The avengers of death d: how many aggressive close relations of the victim were alive after it, and for
+    those who came to know the right culprit, (NPC, step it learned him, eligible): eligible when he was still
+    alive then and the revenge window lies inside the episode."""
+    b, v, k = d.village, d.victim, d.killer
+    close = close_relations(trace, b, v, p.close_affinity) & trace.alive[d.step + 1, b, : trace.N]
+    close &= trace.traits[b, :, Trait.AGGRESSION] >= p.aggressive
+    informed = []
+    for i in np.flatnonzero(close):
+        Lc = int(trace.culprit_tick[b, i, v])
+        if Lc < 0 or trace.known_culprit[b, i, v] != k:
+            continue
+        eligible = bool(trace.alive[Lc + 1, b, k]) and _window_ok(Lc, p.revenge_window, trace.ticks - 1)
+        informed.append((int(i), Lc, eligible))
+    return int(close.sum()), informed
+
+
 def revenge_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) -> None:
-    last = trace.ticks - 1
     ev = trace.events
     attacks = ev["type"] == EventType.ATTACK
     for d in deaths:
-        b, v, k = d.village, d.victim, d.killer
-        close = close_relations(trace, b, v, p.close_affinity) & trace.alive[d.step + 1, b, : trace.N]
-        close &= trace.traits[b, :, Trait.AGGRESSION] >= p.aggressive
-        for i in np.flatnonzero(close):
-            st.n["revenge_close"] += 1
-            Lc = int(trace.culprit_tick[b, i, v])
-            if Lc < 0 or trace.known_culprit[b, i, v] != k:
-                continue
+        b, k = d.village, d.killer
+        n_close, informed = revenge_candidates(trace, p, d)
+        st.n["revenge_close"] += n_close
+        for i, Lc, eligible in informed:
             st.n["revenge_informed"] += 1
-            if not trace.alive[Lc + 1, b, k] or not _window_ok(Lc, p.revenge_window, last):
+            if not eligible:
                 continue
             st.n["revenge_eligible"] += 1
             hit = attacks & (ev["village"] == b) & (ev["actor"] == i) & (ev["target"] == k) & (
