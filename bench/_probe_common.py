@@ -79,3 +79,26 @@ def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, poli
     if getattr(policy, "tuning", None) is not None:  # --tuning's world, not only the one the policy learned in
         fresh.tuning = policy.tuning
     return fresh, probe_name(args)
+
+
+def run_probe(parser: argparse.ArgumentParser, args: argparse.Namespace,
+              probe: Callable[[Any, Any, list[Any], Callable[[int], None]], dict]) -> tuple[str, dict]:
+    """Read the probe flags, pick the policy (--untrained too) and run `probe(policy, spec, scenarios, on_tick)`
+    under a progress bar; (the policy's report name, what the probe returned)."""
+    spec, scenarios, policy = read_probe_args(parser, args)
+    policy, name = probe_policy(parser, args, policy)
+    with tick_progress(scenarios, args.quiet) as on_tick:
+        return name, probe(policy, spec, scenarios, on_tick)
+
+
+def course(activities: list[int], steps: int = 4) -> str:
+    """The first `steps` activities as 'talk > flee > flee > flee'."""
+    from engine.constants import ACTION_NAMES
+
+    return " > ".join(ACTION_NAMES[a] for a in activities[:steps])
+
+
+def print_courses(courses: dict[str, int]) -> None:
+    """One line per course, commonest first: its count and the course."""
+    for seq, count in courses.items():
+        print(f"  {count:4d}  {seq}")

@@ -34,9 +34,9 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import add_probe_args, add_untrained_arg, course, print_courses, run_probe  # noqa: E402
 
-from engine.constants import ACTION_NAMES, Action, Tuning  # noqa: E402
+from engine.constants import Action, Tuning  # noqa: E402
 from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
 
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
@@ -73,7 +73,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 out["kept"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist) >= 0)
                 out["fled_living_killer"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
                                                                 threat_alive=True, dist=dist) >= 0)
-                first[" > ".join(ACTION_NAMES[a] for a in acts[:4])] += 1
+                first[course(acts)] += 1
     out["first_activities"] = dict(first.most_common(8))
     return out
 
@@ -86,16 +86,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.ticks < 1:
         parser.error(f"--ticks must be at least 1, got {args.ticks}")
-    spec, scenarios, policy = read_probe_args(parser, args)
-    policy, name = probe_policy(parser, args, policy)
-    with tick_progress(scenarios, args.quiet) as on_tick:
-        out = probe(policy, spec, scenarios, args.villages, args.seed, args.ticks, on_tick)
+    name, out = run_probe(parser, args, lambda policy, spec, scenarios, on_tick: probe(
+        policy, spec, scenarios, args.villages, args.seed, args.ticks, on_tick))
     n = out["witnesses"]
     print(f"{name} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
           f"{args.ticks} ticks after the killing; safe {out['safe']}, kept away {out['kept']}, "
           f"got away from a living killer {out['fled_living_killer']} (could have: {out['could_get_away']})")
-    for seq, c in out["first_activities"].items():
-        print(f"  {c:4d}  {seq}")
+    print_courses(out["first_activities"])
     if args.json:
         print(json.dumps(out))
     return 0

@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import add_probe_args, add_untrained_arg, run_probe  # noqa: E402
 
 from engine.constants import ACTION_NAMES, Action  # noqa: E402
 from engine.events import HOW_FOUND_BODY, HOW_TOLD, HOW_WARNED, HOW_WITNESSED  # noqa: E402
@@ -131,10 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     add_probe_args(parser, scenarios="all", seed=5)
     add_untrained_arg(parser)
     args = parser.parse_args(argv)
-    spec, scenarios, policy = read_probe_args(parser, args)
-    policy, name = probe_policy(parser, args, policy)
-    with tick_progress(scenarios, args.quiet) as on_tick:
-        out = channels(policy, spec, scenarios, args.villages, args.seed, on_tick)
+    name, out = run_probe(parser, args, lambda policy, spec, scenarios, on_tick: channels(
+        policy, spec, scenarios, args.villages, args.seed, on_tick))
     print(f"{name} on {args.world}: {out['deaths']} deaths, reach at 48 steps {out['reach_48']:.3f} of "
           f"{out['population']} villagers")
     print("  by channel: " + ", ".join(f"{c} {x:.3f}" for c, x in out["channels"].items()))

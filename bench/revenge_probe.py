@@ -28,9 +28,9 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, add_untrained_arg, probe_policy, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import add_probe_args, add_untrained_arg, course, print_courses, run_probe  # noqa: E402
 
-from engine.constants import ACTION_NAMES, Action, EventType, Trait  # noqa: E402
+from engine.constants import Action, EventType, Trait  # noqa: E402
 from engine.metrics import MetricParams, revenge_candidates, trigger_deaths  # noqa: E402
 
 SCENARIOS = "kill-at-night,kill-fighter,kill-in-square,kill-loner,kill-parent,kill-rival,repeated-killings"
@@ -78,7 +78,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 group = "timid" if trace.traits[b, i, Trait.BRAVERY] <= p.timid else "bold"
                 out[group][outcome] += 1
                 if outcome != "hit":
-                    first[" > ".join(ACTION_NAMES[a] for a in acts[:4])] += 1
+                    first[course(acts)] += 1
     out["first_activities_of_misses"] = dict(first.most_common(8))
     return out
 
@@ -88,10 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     add_probe_args(parser, scenarios=SCENARIOS, seed=1)
     add_untrained_arg(parser)
     args = parser.parse_args(argv)
-    spec, scenarios, policy = read_probe_args(parser, args)
-    policy, name = probe_policy(parser, args, policy)
-    with tick_progress(scenarios, args.quiet) as on_tick:
-        out = probe(policy, spec, scenarios, args.villages, args.seed, on_tick)
+    name, out = run_probe(parser, args, lambda policy, spec, scenarios, on_tick: probe(
+        policy, spec, scenarios, args.villages, args.seed, on_tick))
     print(f"{name} on {args.world}: eligible avengers by outcome in the revenge window")
     timid = MetricParams().timid
     for group in ("timid", "bold"):
@@ -101,8 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {group:5s} (bravery {'<=' if group == 'timid' else '>'} {timid}): {n} eligible, hit rate {rate}; "
               + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES))
     print("  misses' first four activities:")
-    for seq, c in out["first_activities_of_misses"].items():
-        print(f"  {c:4d}  {seq}")
+    print_courses(out["first_activities_of_misses"])
     if args.json:
         print(json.dumps(out))
     return 0
