@@ -319,6 +319,8 @@ class Tuning:
     death_dread_power: float = 1.0  # the dread's steepness (at 2: 2.56x at bravery 0.2, 0.16x at 0.8)
     death_dread_anger: float = 0.0  # > 0 (with death_dread_bravery): the dread is divided by (1 + this x aggression x
     # anger at known threats), as sight fear is by anger_fear_damping: an enraged avenger risks death, a bystander flees
+    death_dread_grief: float = 0.0  # > 0 (with death_dread_bravery): the dread is divided by (1 + this x aggression x
+    # grief): grief comes only from liking the dead, so the kin of the victim forget themselves and a bystander does not
     hearsay_justice: bool = False  # True: a villager told of a threat does not take him for one when his latest
     # violence struck someone it knows (or is told in the same breath) to be a threat, and told that someone is a
     # threat, it no longer takes those whose latest violence struck him for threats: the crowd's avengers are not

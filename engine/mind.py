@@ -437,7 +437,8 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
 def death_dread(v: Village, p: Personality) -> np.ndarray | float:
     """The death penalty's multiplier per NPC: 1, or with death_dread_bravery (2 x (1 - bravery)) ** power,
     which death_dread_anger > 0 damps by anger at known threats as anger_fear_damping damps sight fear (the
-    enraged timid forget themselves; the frightened bystander does not)."""
+    enraged timid forget themselves; the frightened bystander does not) and death_dread_grief > 0 by grief (which
+    only the dead's friends and kin feel, unlike anger, which reaches anyone who saw the killing)."""
     t = v.t
     if not t.death_dread_bravery:
         return 1.0
@@ -446,6 +447,8 @@ def death_dread(v: Village, p: Personality) -> np.ndarray | float:
         # the state's anger, not this tick's anger_sum: the mind phase has already zeroed the dead's sums
         anger = np.minimum(v.state.anger.sum(-1), t.anger_sum_cap)
         dread = dread / (1.0 + t.death_dread_anger * p.aggression * anger)
+    if t.death_dread_grief > 0:
+        dread = dread / (1.0 + t.death_dread_grief * p.aggression * v.state.grief)
     return dread
 
 

@@ -890,3 +890,31 @@ def test_anger_tempers_the_dread_of_death_under_death_dread_anger(village):
     np.testing.assert_allclose(death_price(0.0), [160 * scale, 160 * scale], rtol=1e-5)
     np.testing.assert_allclose(death_price(10.0), [160 * scale / (1 + 10.0 * 0.5), 160 * scale], rtol=1e-4)
     assert Tuning().death_dread_anger == 0.0
+
+
+def test_grief_tempers_the_dread_of_death_under_death_dread_grief(village):
+    """death_dread_grief: two villagers of bravery 0.2 and aggression 0.5 die; the one grieving at 1 (the victim's
+    kin) pays the dread over (1 + death_dread_grief x 0.5 x 1), the one who grieves nobody all of it; off (0), both
+    pay it."""
+    def death_price(grief_lever: float) -> np.ndarray:
+        paid = []
+        for penalty in (100.0, 0.0):
+            tuning = Tuning(death_penalty=penalty, death_dread_bravery=True, death_dread_grief=grief_lever)
+            sim = VillageSim(village, 1, seed=0, scenario="none", tuning=tuning)
+            sim.w.traits[0, :2, Trait.BRAVERY] = 0.2
+            sim.w.traits[0, :2, Trait.AGGRESSION] = 0.5
+            sim.state.grief[0, 0] = 1.0  # villager 0 mourns someone; villager 1 grieves nobody
+            sim.state.grief[0, 1] = 0.0
+            sim.state.health[0, :2] = 0.0
+            sim.step(idle(sim))
+            assert sim.died[0, :2].all()
+            paid.append(sim.last_reward[0, :2].copy())
+        return paid[1] - paid[0]
+
+    scale = Tuning().reward_scale
+    np.testing.assert_allclose(death_price(0.0), [160 * scale, 160 * scale], rtol=1e-5)
+    # the grief the dying villager still holds after this tick's decay prices its death
+    grief_left = float(VillageSim(village, 1, seed=0, scenario="none").rates.decay_grief)
+    np.testing.assert_allclose(death_price(10.0), [160 * scale / (1 + 10.0 * 0.5 * grief_left), 160 * scale],
+                               rtol=1e-3)
+    assert Tuning().death_dread_grief == 0.0
