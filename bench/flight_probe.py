@@ -3,8 +3,11 @@
 For every timid witness of a trigger death that `fear_rate` counts (engine.metrics.timid_witnesses: bravery
 <= 0.4, saw it, within the safe distance of the killer), the activity it performed in each of the `--ticks`
 states after the killing, how many chose FLEE at least once, and the outcome under the three fear metrics
-(safe within the window; and kept away; and got away while the killer lived). A `fear_rate` that is high while
-nobody chose FLEE is the crowd's doing: the killer died, and the witnesses were safe without running.
+(safe within the window; and kept away; and got away while the killer lived; and kept away by a flight it chose,
+`fear_chosen_rate`'s hit). A `fear_rate` that is high while nobody chose FLEE is the crowd's doing: the killer
+died, and the witnesses were safe without running. Those who chose FLEE and still miss `fear_chosen_rate` are
+split by why: never safe in the window, safe but back within the killer's reach before 24 ticks, or kept away
+from a state before their flight (the killer was already dead or gone) or by fleeing someone else.
 
 "Could get away" counts the witnesses for whom getting away from a living killer was possible at all: running
 at `flee_speed` from the first step after the killing, straight away from a killer standing still, they would
@@ -37,7 +40,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from _probe_common import add_probe_args, add_untrained_arg, course, print_courses, run_probe  # noqa: E402
 
 from engine.constants import Action, Tuning  # noqa: E402
-from engine.metrics import MetricParams, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
+from engine.metrics import MetricParams, chose_flight, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
 
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
 
@@ -51,7 +54,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     from npc_brains.tuning import policy_tuning
 
     p = MetricParams()
-    out = {"witnesses": 0, "chose_flee": 0, "safe": 0, "kept": 0, "fled_living_killer": 0, "could_get_away": 0}
+    out = {"witnesses": 0, "chose_flee": 0, "safe": 0, "kept": 0, "fled_living_killer": 0, "could_get_away": 0,
+           "chosen": 0, "fled_never_safe": 0, "fled_safe_not_kept": 0, "fled_kept_otherwise": 0}
     flee_speed = (policy_tuning(policy) or Tuning()).flee_speed  # None: the default world
     first: collections.Counter = collections.Counter()
     for scenario in scenarios:
@@ -69,8 +73,15 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 out["chose_flee"] += int(Action.FLEE in acts)
                 first_safe = d.step + 1 + math.ceil(max(0.0, safe - dist[d.step + 1]) / flee_speed)
                 out["could_get_away"] += int(first_safe <= min(d.step + p.fear_window, last_alive))
-                out["safe"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, dist=dist) >= 0)
-                out["kept"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist) >= 0)
+                is_safe = reached_safety(trace, b, i, k, d.step + 1, safe, p, dist=dist) >= 0
+                t_kept = reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist)
+                chosen = t_kept >= 0 and chose_flight(trace, b, i, k, d.step + 1, t_kept)
+                out["safe"] += int(is_safe)
+                out["kept"] += int(t_kept >= 0)
+                out["chosen"] += int(chosen)
+                if Action.FLEE in acts and not chosen:
+                    missed = "fled_safe_not_kept" if is_safe else "fled_never_safe"
+                    out["fled_kept_otherwise" if t_kept >= 0 else missed] += 1
                 out["fled_living_killer"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
                                                                 threat_alive=True, dist=dist) >= 0)
                 first[course(acts)] += 1
@@ -91,7 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     n = out["witnesses"]
     print(f"{name} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
           f"{args.ticks} ticks after the killing; safe {out['safe']}, kept away {out['kept']}, "
-          f"got away from a living killer {out['fled_living_killer']} (could have: {out['could_get_away']})")
+          f"got away from a living killer {out['fled_living_killer']} (could have: {out['could_get_away']}); "
+          f"kept away by a chosen flight {out['chosen']}")
+    print(f"chose FLEE and missed fear_chosen_rate: never safe {out['fled_never_safe']}, safe but not kept away "
+          f"{out['fled_safe_not_kept']}, kept away from before the flight or by fleeing another "
+          f"{out['fled_kept_otherwise']}")
     print_courses(out["first_activities"])
     if args.json:
         print(json.dumps(out))

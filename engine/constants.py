@@ -311,6 +311,8 @@ class Tuning:
     # while the killer is loose and near, the angry and the frightened deal with him before they spread the news
     inform_fear_scale: float = 1.0  # with inform_emotion_damping: w_inform x max(0, 1 - anger - this x fear); above 1
     # a frightened witness earns nothing for an alarm raised near the killer: it saves itself first
+    inform_out_of_reach: bool = False  # True: no w_inform for news told within the safe distance of a loose threat
+    # the teller knows of: the alarm is raised from safety, and a witness does not walk back to the killer to tell
     anger_sum_cap: float = 2.0
     fear_sum_cap: float = 2.0
     death_penalty: float = 10.0

@@ -422,6 +422,8 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
             informed = informed * np.maximum(0.0, 1.0 - t.inform_grief_scale * s.grief)
         if t.inform_emotion_damping and ctx.anger_sum is not None:  # None: no threat known anywhere
             informed = informed * np.maximum(0.0, 1.0 - ctx.anger_sum - t.inform_fear_scale * ctx.fear_sum)
+        if t.inform_out_of_reach:
+            informed = informed * ~within_reach_of_threat(v)
         gains = gains + t.w_inform * informed
     out = (gains - needs - emotions - health) * t.reward_scale
     out = np.where(s.alive[:, :N], out, 0.0)
@@ -432,6 +434,18 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
         ctx.relief.count()
         out += (t.w_relief * t.reward_scale * ctx.relief.relieved * ctx.npc_alive * s.alive[:, :N]).astype(np.float32)
     return out
+
+
+def within_reach_of_threat(v: Village) -> np.ndarray:
+    """(B, N) villagers within the safe distance (sight radius x safe_distance_factor, where the metrics and a
+    flight count them safe) of a living threat on the map that they know of."""
+    s, N = v.state, v.N
+    known = s.knows_threat & (s.alive & s.present)[:, None, :]
+    if not known.any():
+        return np.zeros((v.B, N), bool)
+    gap = length(s.pos[:, None, :, :] - s.pos[:, :N, None, :])  # (B, N, E)
+    safe = v.w.sight_radius * v.t.safe_distance_factor
+    return (known & (gap < safe[:, None, None])).any(-1)
 
 
 def death_dread(v: Village, p: Personality) -> np.ndarray | float:

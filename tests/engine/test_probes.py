@@ -36,6 +36,11 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     assert out["kept"] == counts["fear_kept_hit"]
     assert out["fled_living_killer"] == counts["fear_fled_hit"]
     assert out["chose_flee"] > 0  # the scripted rule flees known threats when timid
+    assert out["chosen"] == counts["fear_chosen_hit"]
+    # the default 7 ticks cover the metric's window: every chosen flight is a FLEE the probe saw, and every other
+    # FLEE it saw is one of the three misses
+    missed = out["fled_never_safe"] + out["fled_safe_not_kept"] + out["fled_kept_otherwise"]
+    assert out["chose_flee"] == out["chosen"] + missed
     # every flight from a living killer was possible; the bound can be above the flights, never below
     assert out["fled_living_killer"] <= out["could_get_away"] <= out["witnesses"]
     assert sum(out["first_activities"].values()) <= out["witnesses"]

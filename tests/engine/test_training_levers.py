@@ -376,12 +376,13 @@ def _npc1_saw_npc0_die(village, tuning: Tuning, grief: float, body_at: float | N
 
 
 def _telling_gain(village, tuning: Tuning, *, grief: float = 0.0, anger: float = 0.0,
-                  fear: float = 0.0) -> tuple[float, int]:
+                  fear: float = 0.0, player_near: bool | None = None) -> tuple[float, int]:
     """NPC 1, who saw NPC 0 die, tells NPC 2 (one TALK, then idling): its summed reward over 20 ticks and how
     many it told. `grief` is its grief; `anger` and `fear` its anger and fear at the player, whom it then knows
-    as a threat."""
+    as a threat. `player_near`: the player, known as a threat, is kept one unit from NPC 1 (True) or at the
+    corner of the map farthest from it (False) on every tick; None leaves it be."""
     s = _npc1_saw_npc0_die(village, tuning, grief, 0.0)
-    if anger > 0 or fear > 0:
+    if anger > 0 or fear > 0 or player_near is not None:
         s.state.knows_threat[0, 1, s.player] = True
         s.state.anger[0, 1, s.player] = anger
         s.state.fear[0, 1, s.player] = fear
@@ -389,6 +390,11 @@ def _telling_gain(village, tuning: Tuning, *, grief: float = 0.0, anger: float =
     slot = int(np.flatnonzero(s.observer.slot_entity[0, 1] == 2)[0])
     total = 0.0
     for tick in range(20):
+        if player_near is not None:
+            teller = s.state.pos[0, 1]
+            corners = np.array([[0, 0], [0, 1], [1, 0], [1, 1]]) * s.w.size[0]
+            far = corners[np.argmax(np.linalg.norm(corners - teller, axis=1))]
+            s.state.pos[0, s.player] = teller + np.array([1.0, 0.0]) if player_near else far
         act = idle(s)
         if tick == 0:
             act[0, 1] = flat_action(Action.TALK, slot, s.K)
@@ -453,6 +459,21 @@ def test_fear_scale_sets_how_much_fear_silences_a_teller(village):
     assert undamped - gain(3.0)[0] >= one_telling - 1e-5
     assert 0.3 * one_telling < undamped - gain(1.0)[0] < 0.7 * one_telling
     assert Tuning().inform_fear_scale == 1.0
+
+
+def test_no_telling_pay_within_reach_of_a_loose_threat_under_inform_out_of_reach(village):
+    """inform_out_of_reach: a teller within the safe distance of a living threat it knows of earns nothing for its
+    news; one out of his reach earns it in full; off by default."""
+    def gain(near: bool, lever: bool) -> tuple[float, int]:
+        return _telling_gain(village, Tuning(w_inform=2.0, inform_out_of_reach=lever), player_near=near)
+
+    near, told = gain(True, True)
+    assert told >= 1
+    assert near == pytest.approx(gain(True, False)[0] - told * 2.0 * Tuning().reward_scale, rel=1e-4)
+    far, told_far = gain(False, True)
+    assert told_far >= 1
+    assert far == pytest.approx(gain(False, False)[0], rel=1e-6)
+    assert Tuning().inform_out_of_reach is False
 
 
 def test_a_player_who_fights_back_turns_on_the_villager_who_struck_it(village):
