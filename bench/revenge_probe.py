@@ -5,7 +5,9 @@ right culprit while he was alive, with the 24-tick window inside the episode), t
 killer (a hit); the killer died by other hands before any blow of its own; it chose ATTACK on the killer but
 landed nothing; it performed FLEE or hid at home; or none of these. The counts are split by bravery (timid <=
 0.4, the witnesses `fear_rate` asks to run, against the rest), since a world that prices death by bravery asks
-the timid avengers both to run and to strike.
+the timid avengers both to run and to strike. Then who struck the killer: the blows landed on him in the revenge
+window after each killing, by whether the striker was a close relation of the victim, aggressive (the avengers'
+threshold) and timid; and how many steps the killer lived after the killing.
 
     python bench/revenge_probe.py --policy default
     python bench/revenge_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
@@ -31,7 +33,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from _probe_common import add_probe_args, add_untrained_arg, course, print_courses, run_probe  # noqa: E402
 
 from engine.constants import Action, EventType, Trait  # noqa: E402
-from engine.metrics import MetricParams, revenge_candidates, trigger_deaths  # noqa: E402
+from engine.metrics import MetricParams, close_relations, revenge_candidates, trigger_deaths  # noqa: E402
 
 SCENARIOS = "kill-at-night,kill-fighter,kill-in-square,kill-loner,kill-parent,kill-rival,repeated-killings"
 OUTCOMES = ("hit", "killer_died_first", "chose_attack_missed", "fled_or_hid", "other")
@@ -56,6 +58,23 @@ def classify(trace: Any, b: int, i: int, k: int, start: int, window: int) -> tup
     return "other", acts
 
 
+def blows_on_killer(trace: Any, p: MetricParams, d: Any) -> collections.Counter:
+    """Blows villagers landed on death d's killer in the revenge window after it, by who struck: a close relation
+    of the victim or another, aggressive or calm, timid or bold."""
+    b, k, ev = d.village, d.killer, trace.events
+    landed = ((ev["village"] == b) & (ev["type"] == EventType.ATTACK) & (ev["target"] == k)
+              & (ev["tick"] >= d.step) & (ev["tick"] <= d.step + p.revenge_window)
+              & (ev["actor"] >= 0) & (ev["actor"] < trace.N))
+    close = close_relations(trace, b, d.victim, p.close_affinity)
+    out: collections.Counter = collections.Counter()
+    for a in ev["actor"][landed]:
+        aggressive = trace.traits[b, a, Trait.AGGRESSION] >= p.aggressive
+        timid = trace.traits[b, a, Trait.BRAVERY] <= p.timid
+        out[f"{'close' if close[a] else 'other'} {'aggressive' if aggressive else 'calm'} "
+            f"{'timid' if timid else 'bold'}"] += 1
+    return out
+
+
 def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
           on_tick: Callable[[int], None] | None = None) -> dict:
     """Outcome counts over the eligible avengers, by bravery, and their most common first four activities."""
@@ -66,6 +85,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     p = MetricParams()
     out: dict[str, Any] = {group: dict.fromkeys(OUTCOMES, 0) for group in ("timid", "bold")}
     first: collections.Counter = collections.Counter()
+    strikers: collections.Counter = collections.Counter()
+    lived: list[int] = []
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                              tuning=policy_tuning(policy), on_tick=on_tick)
@@ -79,7 +100,13 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 out[group][outcome] += 1
                 if outcome != "hit":
                     first[course(acts)] += 1
+            strikers.update(blows_on_killer(trace, p, d))
+            dead = np.flatnonzero(~trace.alive[d.step + 1:, b, k])
+            if len(dead):
+                lived.append(int(dead[0]))
     out["first_activities_of_misses"] = dict(first.most_common(8))
+    out["blows_on_killer"] = dict(strikers.most_common())
+    out["killer_lived"] = {"killed": len(lived), "median_steps": float(np.median(lived)) if lived else None}
     return out
 
 
@@ -100,6 +127,13 @@ def main(argv: list[str] | None = None) -> int:
               + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES))
     print("  misses' first four activities:")
     print_courses(out["first_activities_of_misses"])
+    blows = out["blows_on_killer"]
+    lived = out["killer_lived"]
+    print(f"blows landed on the killer in the window, {sum(blows.values())} in all (striker: relation to the victim, "
+          f"aggression, bravery); the killer died in {lived['killed']} runs, a median {lived['median_steps']} steps "
+          "after the killing:")
+    for who, n in blows.items():
+        print(f"  {n:5d}  {who}")
     if args.json:
         print(json.dumps(out))
     return 0

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from engine.constants import EventType
-from engine.metrics import MetricParams, summarize, timid_witnesses
+from engine.metrics import MetricParams, summarize, timid_witnesses, trigger_deaths
 from engine.scenarios import load_scenario, run_scenario
 from npc_brains.baselines import ScriptedPolicy
 from worlds import load_world
@@ -55,6 +55,14 @@ def test_the_revenge_probe_counts_what_the_revenge_metric_counts(bench_script):
     assert sum(sum(g.values()) for g in groups) == counts["revenge_eligible"] > 0
     assert sum(g["hit"] for g in groups) == counts["revenge_hit"]
     assert sum(out["first_activities_of_misses"].values()) <= counts["revenge_eligible"] - counts["revenge_hit"]
+    # the scripted rule's aggressive kin strike the killer; every striker falls in one of the eight groups
+    groups_of_strikers = {f"{c} {a} {t}" for c in ("close", "other") for a in ("aggressive", "calm")
+                          for t in ("timid", "bold")}
+    assert set(out["blows_on_killer"]) <= groups_of_strikers
+    assert out["blows_on_killer"].get("close aggressive bold", 0) + out["blows_on_killer"].get(
+        "close aggressive timid", 0) >= counts["revenge_hit"] > 0
+    assert out["killer_lived"]["killed"] <= len(trigger_deaths(run_scenario(ScriptedPolicy(seed=0), scenario, world,
+                                                                            villages=6, seed=2)))
 
 
 def test_the_what_if_plays_match_the_metrics_until_steered_and_steer_after(bench_script):
