@@ -7,7 +7,9 @@ states after the killing, how many chose FLEE at least once, and the outcome und
 `fear_chosen_rate`'s hit). A `fear_rate` that is high while nobody chose FLEE is the crowd's doing: the killer
 died, and the witnesses were safe without running. Those who chose FLEE and still miss `fear_chosen_rate` are
 split by why: never safe in the window, safe but back within the killer's reach before 24 ticks, or kept away
-from a state before their flight (the killer was already dead or gone) or by fleeing someone else.
+from a state before their flight (the killer was already dead or gone) or by fleeing someone else; and for those
+misses, what brought them back: the activity (and whom it was aimed at) in the first state that found them within
+the safe distance of the living killer again after they had been beyond it, or that they never got beyond it.
 
 "Could get away" counts the witnesses for whom getting away from a living killer was possible at all: running
 at `flee_speed` from the first step after the killing, straight away from a killer standing still, they would
@@ -45,6 +47,23 @@ from engine.metrics import MetricParams, chose_flight, reached_safety, timid_wit
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
 
 
+def came_back(trace: Any, d: Any, i: int, dist: np.ndarray, fled_at: int, horizon: int = 30) -> str:
+    """What witness i was doing in the first state, from its flight on (within `horizon` states of the killing),
+    that found it within the safe distance of the living killer after it had been beyond it: "ACTIVITY ->
+    killer | victim | villager | -" (the activity's target); else whether it ever got beyond it."""
+    b, safe = d.village, trace.safe_distance[d.village]
+    got_away = False
+    for t in range(fled_at, min(d.step + 1 + horizon, trace.ticks) + 1):
+        if dist[t] >= safe:
+            got_away = True
+        elif got_away:
+            target = int(trace.target[t, b, i])
+            whom = ("killer" if target == d.killer else "victim" if target == d.victim
+                    else "villager" if 0 <= target < trace.N else "-")
+            return f"{Action(int(trace.activity[t, b, i])).name.lower()} -> {whom}"
+    return "away, but too late or not by its own running" if got_away else "never got away"
+
+
 def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, ticks: int = 7,
           on_tick: Callable[[int], None] | None = None) -> dict:
     """Counts over the eligible timid witnesses: chose FLEE, outcome (safe, kept, fled from a living killer)
@@ -58,6 +77,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
            "chosen": 0, "fled_never_safe": 0, "fled_safe_not_kept": 0, "fled_kept_otherwise": 0}
     flee_speed = (policy_tuning(policy) or Tuning()).flee_speed  # None: the default world
     first: collections.Counter = collections.Counter()
+    back: collections.Counter = collections.Counter()
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                              tuning=policy_tuning(policy), on_tick=on_tick)
@@ -82,10 +102,13 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 if Action.FLEE in acts and not chosen:
                     missed = "fled_safe_not_kept" if is_safe else "fled_never_safe"
                     out["fled_kept_otherwise" if t_kept >= 0 else missed] += 1
+                    if t_kept < 0:
+                        back[came_back(trace, d, i, dist, d.step + 1 + acts.index(Action.FLEE))] += 1
                 out["fled_living_killer"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
                                                                 threat_alive=True, dist=dist) >= 0)
                 first[course(acts)] += 1
     out["first_activities"] = dict(first.most_common(8))
+    out["back_by"] = dict(back.most_common())
     return out
 
 
@@ -107,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chose FLEE and missed fear_chosen_rate: never safe {out['fled_never_safe']}, safe but not kept away "
           f"{out['fled_safe_not_kept']}, kept away from before the flight or by fleeing another "
           f"{out['fled_kept_otherwise']}")
+    print("what brought back those who fled and were not kept away (activity -> its target):")
+    for why, n in out["back_by"].items():
+        print(f"  {n:5d}  {why}")
     print_courses(out["first_activities"])
     if args.json:
         print(json.dumps(out))

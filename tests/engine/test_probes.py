@@ -41,6 +41,7 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     # FLEE it saw is one of the three misses
     missed = out["fled_never_safe"] + out["fled_safe_not_kept"] + out["fled_kept_otherwise"]
     assert out["chose_flee"] == out["chosen"] + missed
+    assert sum(out["back_by"].values()) == out["fled_never_safe"] + out["fled_safe_not_kept"]
     # every flight from a living killer was possible; the bound can be above the flights, never below
     assert out["fled_living_killer"] <= out["could_get_away"] <= out["witnesses"]
     assert sum(out["first_activities"].values()) <= out["witnesses"]
