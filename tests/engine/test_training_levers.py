@@ -3,6 +3,9 @@ the `mixed` scenario (several killings, rampages), trait jitter, the alive bonus
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -868,21 +871,31 @@ def test_a_mourning_ends_when_its_grief_is_mourned_away(village):
     assert not still_mourning and grief < GRIEF_LEFT
 
 
+def _death_price(village, bravery: tuple[float, float], feel: Callable[[VillageSim], None] | None = None,
+                 **levers: Any) -> np.ndarray:
+    """What villagers 0 and 1 (of the given bravery, aggression 0.5) pay for dying on the next tick: the reward
+    without a death penalty minus the reward with one of 100, in a world with these Tuning levers. `feel` sets
+    their emotions first."""
+    paid = []
+    for penalty in (100.0, 0.0):  # the same death with and without a price: the difference is the price
+        sim = VillageSim(village, 1, seed=0, scenario="none", tuning=Tuning(death_penalty=penalty, **levers))
+        sim.w.traits[0, :2, Trait.BRAVERY] = bravery
+        sim.w.traits[0, :2, Trait.AGGRESSION] = 0.5
+        if feel is not None:
+            feel(sim)
+        sim.state.health[0, :2] = 0.0  # both die on the next tick
+        sim.step(idle(sim))
+        assert sim.died[0, :2].all()
+        paid.append(sim.last_reward[0, :2].copy())
+    return paid[1] - paid[0]
+
+
 def test_death_is_dreaded_by_the_timid_under_death_dread_bravery(village):
     """death_dread_bravery: the death penalty is scaled by (2 x (1 - bravery)) ** death_dread_power, so a villager of
     bravery 0.2 pays 1.6 times the price and one of 0.8 pays 0.4 of it (2.56 and 0.16 at power 2); without the lever
     both pay the same."""
     def death_price(dread: bool, power: float = 1.0) -> np.ndarray:
-        paid = []
-        for penalty in (100.0, 0.0):  # the same death with and without a price: the difference is the price
-            sim = VillageSim(village, 1, seed=0, scenario="none",
-                             tuning=Tuning(death_penalty=penalty, death_dread_bravery=dread, death_dread_power=power))
-            sim.w.traits[0, :2, Trait.BRAVERY] = (0.2, 0.8)
-            sim.state.health[0, :2] = 0.0  # both die on the next tick
-            sim.step(idle(sim))
-            assert sim.died[0, :2].all()
-            paid.append(sim.last_reward[0, :2].copy())
-        return paid[1] - paid[0]
+        return _death_price(village, (0.2, 0.8), death_dread_bravery=dread, death_dread_power=power)
 
     scale = Tuning().reward_scale
     np.testing.assert_allclose(death_price(False), [100 * scale, 100 * scale], rtol=1e-5)
@@ -893,19 +906,11 @@ def test_death_is_dreaded_by_the_timid_under_death_dread_bravery(village):
 def test_anger_tempers_the_dread_of_death_under_death_dread_anger(village):
     """death_dread_anger: two villagers of bravery 0.2 and aggression 0.5 die; the one with anger 1 at a known
     threat pays the dread over (1 + death_dread_anger x 0.5 x 1), the calm one all of it; off (0), both pay it."""
+    def enrage(sim: VillageSim) -> None:
+        sim.state.anger[0, 0, 5] = 1.0  # villager 0 is enraged at villager 5; villager 1 is calm
+
     def death_price(anger_lever: float) -> np.ndarray:
-        paid = []
-        for penalty in (100.0, 0.0):
-            tuning = Tuning(death_penalty=penalty, death_dread_bravery=True, death_dread_anger=anger_lever)
-            sim = VillageSim(village, 1, seed=0, scenario="none", tuning=tuning)
-            sim.w.traits[0, :2, Trait.BRAVERY] = 0.2
-            sim.w.traits[0, :2, Trait.AGGRESSION] = 0.5
-            sim.state.anger[0, 0, 5] = 1.0  # villager 0 is enraged at villager 5; villager 1 is calm
-            sim.state.health[0, :2] = 0.0
-            sim.step(idle(sim))
-            assert sim.died[0, :2].all()
-            paid.append(sim.last_reward[0, :2].copy())
-        return paid[1] - paid[0]
+        return _death_price(village, (0.2, 0.2), enrage, death_dread_bravery=True, death_dread_anger=anger_lever)
 
     scale = Tuning().reward_scale
     np.testing.assert_allclose(death_price(0.0), [160 * scale, 160 * scale], rtol=1e-5)
@@ -915,22 +920,13 @@ def test_anger_tempers_the_dread_of_death_under_death_dread_anger(village):
 
 def test_grief_tempers_the_dread_of_death_under_death_dread_grief(village):
     """death_dread_grief: two villagers of bravery 0.2 and aggression 0.5 die; the one grieving at 1 (the victim's
-    kin) pays the dread over (1 + death_dread_grief x 0.5 x 1), the one who grieves nobody all of it; off (0), both
-    pay it."""
+    kin) pays the dread over (1 + death_dread_grief x 0.5 x its grief), the one who grieves nobody all of it; off
+    (0), both pay it."""
+    def bereave(sim: VillageSim) -> None:
+        sim.state.grief[0, :2] = (1.0, 0.0)  # villager 0 mourns someone; villager 1 grieves nobody
+
     def death_price(grief_lever: float) -> np.ndarray:
-        paid = []
-        for penalty in (100.0, 0.0):
-            tuning = Tuning(death_penalty=penalty, death_dread_bravery=True, death_dread_grief=grief_lever)
-            sim = VillageSim(village, 1, seed=0, scenario="none", tuning=tuning)
-            sim.w.traits[0, :2, Trait.BRAVERY] = 0.2
-            sim.w.traits[0, :2, Trait.AGGRESSION] = 0.5
-            sim.state.grief[0, 0] = 1.0  # villager 0 mourns someone; villager 1 grieves nobody
-            sim.state.grief[0, 1] = 0.0
-            sim.state.health[0, :2] = 0.0
-            sim.step(idle(sim))
-            assert sim.died[0, :2].all()
-            paid.append(sim.last_reward[0, :2].copy())
-        return paid[1] - paid[0]
+        return _death_price(village, (0.2, 0.2), bereave, death_dread_bravery=True, death_dread_grief=grief_lever)
 
     scale = Tuning().reward_scale
     np.testing.assert_allclose(death_price(0.0), [160 * scale, 160 * scale], rtol=1e-5)
