@@ -10,6 +10,9 @@ split by why: never safe in the window, safe but back within the killer's reach 
 from a state before their flight (the killer was already dead or gone) or by fleeing someone else; and for those
 misses, what brought them back: the activity (and whom it was aimed at) in the first state that found them within
 the safe distance of the living killer again after they had been beyond it, or that they never got beyond it.
+For the witnesses who never chose FLEE: what they mostly did instead (the commonest activity of the states after
+the first), by whether they were close relations of the victim, with their mean distance from the killer just after
+the killing.
 
 "Could get away" counts the witnesses for whom getting away from a living killer was possible at all: running
 at `flee_speed` from the first step after the killing, straight away from a killer standing still, they would
@@ -42,7 +45,14 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from _probe_common import add_probe_args, add_untrained_arg, course, print_courses, run_probe  # noqa: E402
 
 from engine.constants import Action, Tuning  # noqa: E402
-from engine.metrics import MetricParams, chose_flight, reached_safety, timid_witnesses, trigger_deaths  # noqa: E402
+from engine.metrics import (  # noqa: E402
+    MetricParams,
+    chose_flight,
+    close_relations,
+    reached_safety,
+    timid_witnesses,
+    trigger_deaths,
+)
 
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
 
@@ -78,6 +88,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     flee_speed = (policy_tuning(policy) or Tuning()).flee_speed  # None: the default world
     first: collections.Counter = collections.Counter()
     back: collections.Counter = collections.Counter()
+    instead: collections.Counter = collections.Counter()
+    instead_distance: collections.defaultdict = collections.defaultdict(float)
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                              tuning=policy_tuning(policy), on_tick=on_tick)
@@ -86,11 +98,17 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
             safe = trace.safe_distance[b]
             dead = np.flatnonzero(~trace.alive[d.step + 1:, b, k])
             last_alive = d.step + int(dead[0]) if len(dead) else trace.ticks  # the last state with the killer alive
+            close = close_relations(trace, b, d.victim, p.close_affinity)
             for i, dist in timid_witnesses(trace, p, d):
                 rows = range(d.step + 1, min(d.step + 1 + ticks, trace.ticks + 1))
                 acts = [int(trace.activity[t, b, i]) for t in rows]
                 out["witnesses"] += 1
                 out["chose_flee"] += int(Action.FLEE in acts)
+                if Action.FLEE not in acts:
+                    mostly = collections.Counter(acts[1:] or acts).most_common(1)[0][0]
+                    key = f"{Action(mostly).name.lower()}, {'close relation' if close[i] else 'other'}"
+                    instead[key] += 1
+                    instead_distance[key] += float(dist[d.step + 1])
                 first_safe = d.step + 1 + math.ceil(max(0.0, safe - dist[d.step + 1]) / flee_speed)
                 out["could_get_away"] += int(first_safe <= min(d.step + p.fear_window, last_alive))
                 is_safe = reached_safety(trace, b, i, k, d.step + 1, safe, p, dist=dist) >= 0
@@ -109,6 +127,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 first[course(acts)] += 1
     out["first_activities"] = dict(first.most_common(8))
     out["back_by"] = dict(back.most_common())
+    out["instead"] = {key: {"count": n, "mean_distance": instead_distance[key] / n} for key, n in instead.most_common()}
     return out
 
 
@@ -133,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     print("what brought back those who fled and were not kept away (activity -> its target):")
     for why, n in out["back_by"].items():
         print(f"  {n:5d}  {why}")
+    print("what those who never chose FLEE mostly did (activity, relation to the victim; mean distance from the "
+          "killer just after the killing):")
+    for key, row in out["instead"].items():
+        print(f"  {row['count']:5d}  {key}; {row['mean_distance']:.1f}")
     print_courses(out["first_activities"])
     if args.json:
         print(json.dumps(out))

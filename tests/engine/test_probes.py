@@ -42,6 +42,7 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     missed = out["fled_never_safe"] + out["fled_safe_not_kept"] + out["fled_kept_otherwise"]
     assert out["chose_flee"] == out["chosen"] + missed
     assert sum(out["back_by"].values()) == out["fled_never_safe"] + out["fled_safe_not_kept"]
+    assert sum(row["count"] for row in out["instead"].values()) == out["witnesses"] - out["chose_flee"]
     # every flight from a living killer was possible; the bound can be above the flights, never below
     assert out["fled_living_killer"] <= out["could_get_away"] <= out["witnesses"]
     assert sum(out["first_activities"].values()) <= out["witnesses"]
