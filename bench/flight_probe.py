@@ -57,13 +57,13 @@ from engine.metrics import (  # noqa: E402
 SCENARIOS = "kill-in-square,kill-parent,kill-at-night"
 
 
-def came_back(trace: Any, d: Any, i: int, dist: np.ndarray, fled_at: int, horizon: int = 30) -> str:
-    """What witness i was doing in the first state, from its flight on (within `horizon` states of the killing),
-    that found it within the safe distance of the living killer after it had been beyond it: "ACTIVITY ->
-    killer | victim | villager | -" (the activity's target); else whether it ever got beyond it."""
+def came_back(trace: Any, p: MetricParams, d: Any, i: int, dist: np.ndarray, fled_at: int) -> str:
+    """What witness i was doing in the first state, from its flight on (within the fear metrics' window and keep
+    after the killing), that found it within the safe distance of the living killer after it had been beyond it:
+    "ACTIVITY -> killer | victim | villager | -" (the activity's target); else whether it ever got beyond it."""
     b, safe = d.village, trace.safe_distance[d.village]
     got_away = False
-    for t in range(fled_at, min(d.step + 1 + horizon, trace.ticks) + 1):
+    for t in range(fled_at, min(d.step + 1 + p.fear_window + p.fear_keep, trace.ticks) + 1):
         if dist[t] >= safe:
             got_away = True
         elif got_away:
@@ -121,7 +121,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                     missed = "fled_safe_not_kept" if is_safe else "fled_never_safe"
                     out["fled_kept_otherwise" if t_kept >= 0 else missed] += 1
                     if t_kept < 0:
-                        back[came_back(trace, d, i, dist, d.step + 1 + acts.index(Action.FLEE))] += 1
+                        back[came_back(trace, p, d, i, dist, d.step + 1 + acts.index(Action.FLEE))] += 1
                 out["fled_living_killer"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
                                                                 threat_alive=True, dist=dist) >= 0)
                 first[course(acts)] += 1

@@ -186,7 +186,7 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     else:
         flee_dest = np.clip(npc_pos + heading * t.flee_distance, 0, w.size[:, None, :])
     to_home = np.zeros_like(fleeing)
-    safe = w.sight_radius[:, None] * t.safe_distance_factor * t.flee_margin  # where a flight may stop
+    safe = v.safe_distance[:, None] * t.flee_margin  # where a flight may stop
     if t.flee_home:  # a refuge: home, when the way there leads away from the threat (not past it)
         homeward = w.home_pos - npc_pos
         refuge = ((homeward * away).sum(-1) >= 0) | (length(homeward) <= t.reach)  # at home: stays put

@@ -209,7 +209,7 @@ class TraceRecorder:
             scenario=self.scenario, world=self.world, ticks=t, entity_kind=np.asarray(sim.w.entity_kind).copy(),
             traits=sim.w.traits.copy(), affinity=s.affinity.copy(), kin=np.asarray(sim.w.kin).copy(),
             sight_radius=sim.w.sight_radius.astype(np.float64).copy(),
-            safe_distance=(sim.w.sight_radius * tuning.safe_distance_factor).astype(np.float64),
+            safe_distance=sim.safe_distance.astype(np.float64),
             joy_decay=float(0.5 ** (1.0 / tuning.joy_half_life)),
             learned_tick=s.learned_tick.copy(), learned_from=s.learned_from.copy(),
             known_culprit=s.known_culprit.copy(), culprit_tick=self.culprit_tick.copy(),

@@ -437,15 +437,14 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
 
 
 def within_reach_of_threat(v: Village) -> np.ndarray:
-    """(B, N) villagers within the safe distance (sight radius x safe_distance_factor, where the metrics and a
-    flight count them safe) of a living threat on the map that they know of."""
+    """(B, N) villagers within the safe distance (Village.safe_distance) of a living threat on the map that they
+    know of."""
     s, N = v.state, v.N
     known = s.knows_threat & (s.alive & s.present)[:, None, :]
     if not known.any():
         return np.zeros((v.B, N), bool)
     gap = length(s.pos[:, None, :, :] - s.pos[:, :N, None, :])  # (B, N, E)
-    safe = v.w.sight_radius * v.t.safe_distance_factor
-    return (known & (gap < safe[:, None, None])).any(-1)
+    return (known & (gap < v.safe_distance[:, None, None])).any(-1)
 
 
 def death_dread(v: Village, p: Personality) -> np.ndarray | float:

@@ -158,6 +158,12 @@ class Village:
         return s.busy & s.performing & (s.activity == Action.FLEE)
 
     @property
+    def safe_distance(self) -> np.ndarray:
+        """(B,) how far from a threat counts as safe: the sight radius x Tuning.safe_distance_factor (the fear
+        metrics' distance, where a flight may end, and where telling is out of his reach)."""
+        return self.w.sight_radius * self.t.safe_distance_factor
+
+    @property
     def is_night(self) -> np.ndarray:
         tod = self.time_of_day
         return (tod >= NIGHT_START) | (tod < NIGHT_END)
