@@ -183,6 +183,9 @@ class Tuning:
     # is silent (ambient gossip only)
     refuge_out_of_sight: bool = False  # True (with flee_home): home is a refuge only when it lies at least the safe
     # distance from the threat; a flight from a killer who can see one's door runs straight away until safe
+    fear_fades_in_flight: bool = False  # True: fear of a loose, known threat out of reach fades at the safe rate
+    # (fear_safe_half_life) only while the NPC flees from it or hides; walking off on other business it fades at the
+    # near rate (fear_half_life): fleeing is the coping that relieves fear, as mourning is grief's
     grief_waits: bool = False  # True: grief neither stings nor fades while the NPC flees or hides (fear first)
     strike_reach_factor: float = 1.5  # a blow lands within reach x this (the observation's in_reach says the same)
     # how long each macro-action performs once there (ticks)
@@ -270,6 +273,8 @@ class Tuning:
     # that share of it (grief work: a great loss takes longer to mourn)
     mourn_relief_empathy: bool = True  # False: a mourning tick eases mourn_relief for everyone; empathy weighs the
     # grief (its cost) without also hastening its work, so the empathic do not mourn a loss away in one short spell
+    mourn_out_of_reach: bool = False  # True: a mourning tick within the safe distance of a loose threat the mourner
+    # knows of eases no grief (the vigil waits until the killer has gone); False: it eases grief wherever it is held
     mourning_ends_with_grief: bool = False  # True: MOURN is open only to an NPC with grief >= GRIEF_LEFT, and a
     # mourning ends once its grief is below that: no vigil at the body after the grief is mourned away. False: a
     # mourning runs its ticks, and anyone who knows of the death may mourn, grieving or not

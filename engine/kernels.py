@@ -269,6 +269,7 @@ def threat_fear_and_decay(
     aggression: np.ndarray,  # (B, N)
     knows_threat: np.ndarray,  # (B, N, E)
     sheltered: np.ndarray,  # (B, N) bool: hiding at home (every threat counts as far)
+    fades_fast: np.ndarray,  # (B, N) bool: whose fear of a living threat out of reach fades at the safe rate
     fear: np.ndarray,  # (B, N, E) in/out
     anger: np.ndarray,  # (B, N, E) in/out
     sight_fear_gain: float,
@@ -284,7 +285,8 @@ def threat_fear_and_decay(
 ) -> None:
     """A known threat near (within fear_near x the sight radius) keeps fear up (proximity x timidity, damped by
     anger at it); then fear and anger decay. Fear of a threat farther away (safe) decays with its own, shorter
-    half-life, so getting away (or hiding at home) brings relief.
+    half-life, so getting away (or hiding at home) brings relief; of a living threat, only for those `fades_fast`
+    marks (the others' fades at the near rate).
 
     Anger at a living, known threat (a grudge) decays with its own, slower half-life."""
     B, N, E = fear.shape
@@ -314,7 +316,8 @@ def threat_fear_and_decay(
                         near_fear = sight_fear_gain * timid * math.exp(-d / radius) / (1.0 + damping * anger[b, i, e])
                         if near_fear > f:
                             f = near_fear
-                f = min(max(f * (decay_fear if near else decay_fear_safe), 0.0), cap)
+                slow = near or (live_threat and not fades_fast[b, i])
+                f = min(max(f * (decay_fear if slow else decay_fear_safe), 0.0), cap)
                 fear[b, i, e] = f
                 fear_sum[b, i] += f
                 a = min(max(anger[b, i, e] * (decay_grudge if live_threat else decay_anger), 0.0), cap)

@@ -95,6 +95,8 @@ def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
     p = Personality.of(v.w.traits)
     comforting = perf & (act == Action.COMFORT)
     mourning = perf & (act == Action.MOURN)
+    if t.mourn_out_of_reach and mourning.any():  # no grief work with the killer still about: first get away
+        mourning &= ~within_reach_of_threat(v)
     if comforting.any():
         bb, ii = np.nonzero(comforting)
         relief = 1 - t.comfort_relief * (GRIEF_WEIGHT_BASE + p.empathy[bb, ii])
@@ -342,8 +344,11 @@ def decay_emotions(v: Village, ctx: TickContext) -> None:
         ctx.anger_sum = np.empty((v.B, v.N), np.float32)
         ctx.fear_sum = np.empty((v.B, v.N), np.float32)
         p = Personality.of(w.traits)
+        # fear_fades_in_flight: relief from a loose killer is the flight's (coping), not any walk that ends far away
+        fades_fast = in_flight(v) if t.fear_fades_in_flight else v.everyone
         threat_fear_and_decay(
-            s.pos, s.alive, s.present, w.sight_radius, p.bravery, p.aggression, s.knows_threat, v.hiding, s.fear,
+            s.pos, s.alive, s.present, w.sight_radius, p.bravery, p.aggression, s.knows_threat, v.hiding, fades_fast,
+            s.fear,
             s.anger, t.sight_fear, t.fear_near, t.anger_fear_damping, r.decay_fear, r.decay_fear_safe, r.decay_anger,
             r.decay_grudge, cap, ctx.anger_sum, ctx.fear_sum,
         )
@@ -354,13 +359,16 @@ def decay_emotions(v: Village, ctx: TickContext) -> None:
     np.clip(s.joy, 0, cap, out=s.joy)
 
 
-def grief_waiting(v: Village) -> np.ndarray | None:
-    """(B, N) NPCs whose grief waits (Tuning.grief_waits): those fleeing or hiding, whose fear comes first; the
-    grief is felt, and fades, once the flight is over. None when the lever is off."""
-    if not v.t.grief_waits:
-        return None
+def in_flight(v: Village) -> np.ndarray:
+    """(B, N) NPCs fleeing, or hiding at home at the end of a flight (a FLEE under way)."""
     s = v.state
     return s.busy & (s.activity == Action.FLEE)
+
+
+def grief_waiting(v: Village) -> np.ndarray | None:
+    """(B, N) NPCs whose grief waits (Tuning.grief_waits): those in flight, whose fear comes first; the grief is
+    felt, and fades, once the flight is over. None when the lever is off."""
+    return in_flight(v) if v.t.grief_waits else None
 
 
 def felt_grief(v: Village) -> np.ndarray:

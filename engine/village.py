@@ -125,6 +125,7 @@ class Village:
         self.seed(seed)
         self.last_reward = np.zeros((self.B, self.N), np.float32)
         self._nobody_hiding = np.zeros((self.B, self.N), bool)  # read-only: `hiding` without flee_home
+        self.everyone = np.ones((self.B, self.N), bool)  # read-only: a mask that leaves no NPC out
         self.armoured = np.zeros((self.B, self.E), bool)  # villagers' blows on these land but do no harm (a driver's)
         self.died = np.zeros((self.B, self.N), bool)
         self.reaction = np.zeros((self.B, self.N), np.int64)

@@ -471,6 +471,32 @@ def test_a_mourning_tick_eases_a_share_or_a_fixed_amount_of_grief(linear, by_emp
     assert after == pytest.approx(expected, rel=1e-4)
 
 
+@pytest.mark.parametrize("lever", [False, True])
+def test_mourning_within_the_killers_reach_eases_no_grief_under_mourn_out_of_reach(lever):
+    """Tuning.mourn_out_of_reach: a mourning tick at the body with the killer a step away eases no grief; once he
+    is beyond the safe distance it eases grief again. Off, it eases grief with him there."""
+    from engine.constants import Tuning
+
+    tuning = Tuning(grief_half_life=1e9, mourn_out_of_reach=lever)  # no fading: only mourning eases grief
+    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, tuning=tuning)
+    alda, bren, player = ent(sim, "Alda"), ent(sim, "Bren"), ent(sim, "player")
+    place(sim, "Bren", *(sim.state.pos[0, alda] + (0.0, 0.5)))  # already at the body
+    kill(sim, "Alda")
+    assert sim.state.knows_threat[0, bren, player]  # Bren saw who did it
+    sim.command(0, "player", "stop")  # he stays by the body
+    sim.step(act_on(sim, bren, Action.MOURN, alda))
+    assert sim.state.performing[0, bren] and sim.state.activity[0, bren] == Action.MOURN
+    near = float(np.linalg.norm(sim.state.pos[0, player] - sim.state.pos[0, bren]))
+    assert near < float(sim.safe_distance[0])
+    before = float(sim.state.grief[0, bren])
+    sim.step(idle(sim))
+    with_him = float(sim.state.grief[0, bren])
+    assert (with_him == pytest.approx(before)) if lever else with_him < before
+    sim.state.pos[0, player] = sim.state.pos[0, bren] + (0.0, float(sim.safe_distance[0]) + 1.0)
+    sim.step(idle(sim))
+    assert sim.state.performing[0, bren] and sim.state.grief[0, bren] < with_him  # he has gone: grief work resumes
+
+
 def test_revenge_blow_on_the_player():
     sim = make_sim()
     alda, bren, player = ent(sim, "Alda"), ent(sim, "Bren"), ent(sim, "player")

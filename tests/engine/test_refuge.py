@@ -292,3 +292,26 @@ def test_a_villager_hiding_at_home_warns_the_household_under_refuge_tells(tells)
     assert bool(s.knows_death[0, listener, victim]) == tells
     if tells:
         assert s.learned_from[0, listener, victim] == cai
+
+
+def test_fear_of_a_loose_threat_fades_fast_only_in_flight_under_fear_fades_in_flight():
+    """Tuning.fear_fades_in_flight: of two villagers afraid of a player far out of reach, the one fleeing home has
+    its fear fade at the safe rate and the one standing idle at the near rate; off, both at the safe rate."""
+    for lever in (False, True):
+        sim = make_sim(flee_home=True, fear_fades_in_flight=lever)
+        cai, s = ent(sim, "Cai"), sim.state
+        afraid_near_home(sim, cai)
+        other = next(i for i in range(sim.N) if i != cai)
+        s.pos[0, sim.player] = np.where(s.pos[0, cai] < sim.w.size[0] / 2, sim.w.size[0] - 1.0, 1.0)
+        s.knows_threat[0, other, sim.player] = True
+        s.fear[0, other, sim.player] = 1.0
+        far = sim.w.sight_radius[0] * sim.t.fear_near
+        for i in (cai, other):
+            assert np.linalg.norm(s.pos[0, i] - s.pos[0, sim.player]) > far + 2 * sim.t.flee_speed
+        sim.obs, sim.mask = sim.observer.observe()
+        sim.step(flee(sim, cai))
+        assert s.busy[0, cai] and s.activity[0, cai] == Action.FLEE and not s.busy[0, other]
+        fled, stood = float(s.fear[0, cai, sim.player]), float(s.fear[0, other, sim.player])
+        assert fled == pytest.approx(float(sim.rates.decay_fear_safe))
+        assert stood == pytest.approx(float(sim.rates.decay_fear if lever else sim.rates.decay_fear_safe))
+    assert Tuning().fear_fades_in_flight is False
