@@ -348,9 +348,8 @@ def decay_emotions(v: Village, ctx: TickContext) -> None:
         fades_fast = in_flight(v) if t.fear_fades_in_flight else v.everyone
         threat_fear_and_decay(
             s.pos, s.alive, s.present, w.sight_radius, p.bravery, p.aggression, s.knows_threat, v.hiding, fades_fast,
-            s.fear,
-            s.anger, t.sight_fear, t.fear_near, t.anger_fear_damping, r.decay_fear, r.decay_fear_safe, r.decay_anger,
-            r.decay_grudge, cap, ctx.anger_sum, ctx.fear_sum,
+            s.fear, s.anger, t.sight_fear, t.fear_near, t.anger_fear_damping, r.decay_fear, r.decay_fear_safe,
+            r.decay_anger, r.decay_grudge, cap, ctx.anger_sum, ctx.fear_sum,
         )
     waiting = grief_waiting(v)
     s.grief *= r.decay_grief if waiting is None else np.where(waiting, np.float32(1.0), r.decay_grief)
