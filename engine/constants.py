@@ -181,6 +181,9 @@ class Tuning:
     refuge_tells: bool = False  # True (with flee_home): a villager hiding at home warns every awake villager within
     # talking range of it, each tick it hides: a witness who ran home tells the household what it saw. False: hiding
     # is silent (ambient gossip only)
+    flight_warns: bool = False  # True: a villager fleeing from a threat warns every awake villager within talking
+    # range of it, each tick it runs: a witness shouts the news as it goes, so running away and telling are one act.
+    # False: a flight is silent (a warning needs WARN, or refuge_tells once home)
     refuge_out_of_sight: bool = False  # True (with flee_home): home is a refuge only when it lies at least the safe
     # distance from the threat; a flight from a killer who can see one's door runs straight away until safe
     fear_fades_in_flight: bool = False  # True: fear of a loose, known threat out of reach fades at the safe rate

@@ -193,8 +193,8 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
         warned[b2[warn], i2[warn], t2[warn]] = True
         talk = ~warn
         directed[b2[talk], t2[talk], i2[talk]] = True
-    if t.refuge_tells:
-        hidden_tell(v, ctx, directed, warned)
+    if t.refuge_tells or t.flight_warns:
+        shouted_warnings(v, ctx, directed, warned)
     chance = v.rng.random((B, N, N), dtype=np.float32)
     gossip_p = w.gossip_probability[:, None] * Personality.of(w.traits).sociability
     rows = v.news_rows
@@ -213,15 +213,21 @@ def spread_news(v: Village, ctx: TickContext, first: np.ndarray | None = None,
     note_news(v, ctx, bb, jj, ee, culprit, teller, how, death_known=death_known.astype(bool))
 
 
-def hidden_tell(v: Village, ctx: TickContext, directed: np.ndarray, warned: np.ndarray) -> None:
-    """Tuning.refuge_tells: each villager hiding at home warns the awake villagers within talking range of it."""
-    hiding = v.hiding & ctx.awake
-    if not hiding.any():
+def shouted_warnings(v: Village, ctx: TickContext, directed: np.ndarray, warned: np.ndarray) -> None:
+    """Villagers who warn everyone awake within talking range of them, each tick: those hiding at home
+    (Tuning.refuge_tells) and those running from a threat (Tuning.flight_warns)."""
+    shouting = np.zeros((v.B, v.N), bool)
+    if v.t.refuge_tells:
+        shouting |= v.hiding
+    if v.t.flight_warns:
+        shouting |= in_flight(v)
+    shouting &= ctx.awake
+    if not shouting.any():
         return
-    bb = np.flatnonzero(hiding.any(1))
+    bb = np.flatnonzero(shouting.any(1))
     pos = v.state.pos[bb, :v.N]
     near = length(pos[:, :, None] - pos[:, None, :]) <= v.t.talk_radius
-    tells = near & hiding[bb][:, :, None] & ctx.awake[bb][:, None, :]
+    tells = near & shouting[bb][:, :, None] & ctx.awake[bb][:, None, :]
     tells[:, np.arange(v.N), np.arange(v.N)] = False
     directed[bb] |= tells
     warned[bb] |= tells

@@ -315,3 +315,31 @@ def test_fear_of_a_loose_threat_fades_fast_only_in_flight_under_fear_fades_in_fl
         assert fled == pytest.approx(float(sim.rates.decay_fear_safe))
         assert stood == pytest.approx(float(sim.rates.decay_fear if lever else sim.rates.decay_fear_safe))
     assert Tuning().fear_fades_in_flight is False
+
+
+@pytest.mark.parametrize("shouts", [True, False])
+def test_a_fleeing_witness_warns_those_it_passes_under_flight_warns(shouts):
+    """Tuning.flight_warns: a witness running from the killer tells a villager it passes of the death it knows (a
+    warning, one way); without the rule, and with no gossip, the flight is silent."""
+    sim = make_sim(flight_warns=shouts)
+    sim.w.gossip_probability[:] = 0.0  # only the flight can carry the news
+    s = sim.state
+    cai, victim, listener = ent(sim, "Cai"), ent(sim, "Alda"), ent(sim, "Bren")
+    s.alive[0, victim] = False
+    s.death_tick[0, victim] = 0
+    s.pos[0, victim] = s.death_pos[0, victim] = 0.0
+    s.knows_death[0, cai, victim] = True
+    s.learned_tick[0, cai, victim] = 0
+    s.learned_from[0, cai, victim] = -1
+    afraid_near_home(sim, cai)
+    sim.step(flee(sim, cai))
+    for _ in range(3):
+        assert s.busy[0, cai] and s.activity[0, cai] == Action.FLEE  # still running
+        away = s.pos[0, cai] - s.pos[0, sim.player]
+        ahead = s.pos[0, cai] + away / np.linalg.norm(away) * sim.t.flee_speed  # where she runs this tick
+        s.pos[0, listener] = ahead + 0.5  # passed on the way, within talking range
+        sim.step(idle(sim))
+    assert bool(s.knows_death[0, listener, victim]) == shouts
+    if shouts:
+        assert s.learned_from[0, listener, victim] == cai
+    assert Tuning().flight_warns is False
