@@ -267,6 +267,17 @@ def test_hide_until_clear_ends_hiding_once_the_killer_is_out_of_sight_of_the_hou
     assert Tuning().hide_until_clear is False
 
 
+def saw_a_death(sim: VillageSim, witness: int, victim: int) -> None:
+    """`victim` died at tick 0 at the map's corner, and `witness` saw it."""
+    s = sim.state
+    s.alive[0, victim] = False
+    s.death_tick[0, victim] = 0
+    s.pos[0, victim] = s.death_pos[0, victim] = 0.0
+    s.knows_death[0, witness, victim] = True
+    s.learned_tick[0, witness, victim] = 0
+    s.learned_from[0, witness, victim] = -1
+
+
 @pytest.mark.parametrize("tells", [True, False])
 def test_a_villager_hiding_at_home_warns_the_household_under_refuge_tells(tells):
     """refuge_tells: a witness hiding at home tells a villager standing at its door of the death it knows (one
@@ -275,12 +286,7 @@ def test_a_villager_hiding_at_home_warns_the_household_under_refuge_tells(tells)
     sim.w.gossip_probability[:] = 0.0  # only the refuge can carry the news
     s = sim.state
     cai, victim, listener = ent(sim, "Cai"), ent(sim, "Alda"), ent(sim, "Bren")
-    s.alive[0, victim] = False
-    s.death_tick[0, victim] = 0
-    s.pos[0, victim] = s.death_pos[0, victim] = 0.0
-    s.knows_death[0, cai, victim] = True
-    s.learned_tick[0, cai, victim] = 0
-    s.learned_from[0, cai, victim] = -1
+    saw_a_death(sim, cai, victim)
     home, size = sim.w.home_pos[0, cai], sim.w.size[0]
     s.pos[0, listener] = np.where(home < size / 2, size - 1.0, 1.0)  # the far corner, out of earshot
     hidden_at_home(sim, cai)
@@ -325,12 +331,7 @@ def test_a_fleeing_witness_warns_those_it_passes_under_flight_warns(shouts):
     sim.w.gossip_probability[:] = 0.0  # only the flight can carry the news
     s = sim.state
     cai, victim, listener = ent(sim, "Cai"), ent(sim, "Alda"), ent(sim, "Bren")
-    s.alive[0, victim] = False
-    s.death_tick[0, victim] = 0
-    s.pos[0, victim] = s.death_pos[0, victim] = 0.0
-    s.knows_death[0, cai, victim] = True
-    s.learned_tick[0, cai, victim] = 0
-    s.learned_from[0, cai, victim] = -1
+    saw_a_death(sim, cai, victim)
     afraid_near_home(sim, cai)
     sim.step(flee(sim, cai))
     for _ in range(3):
