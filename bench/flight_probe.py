@@ -50,6 +50,7 @@ from engine.metrics import (  # noqa: E402
     chose_flight,
     close_relations,
     reached_safety,
+    revenge_candidates,
     timid_witnesses,
     trigger_deaths,
 )
@@ -84,7 +85,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
 
     p = MetricParams()
     out = {"witnesses": 0, "chose_flee": 0, "safe": 0, "kept": 0, "fled_living_killer": 0, "could_get_away": 0,
-           "chosen": 0, "fled_never_safe": 0, "fled_safe_not_kept": 0, "fled_kept_otherwise": 0}
+           "chosen": 0, "fled_never_safe": 0, "fled_safe_not_kept": 0, "fled_kept_otherwise": 0,
+           "avengers_too": 0, "avengers_too_chosen": 0}
     flee_speed = (policy_tuning(policy) or Tuning()).flee_speed  # None: the default world
     first: collections.Counter = collections.Counter()
     back: collections.Counter = collections.Counter()
@@ -99,6 +101,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
             dead = np.flatnonzero(~trace.alive[d.step + 1:, b, k])
             last_alive = d.step + int(dead[0]) if len(dead) else trace.ticks  # the last state with the killer alive
             close = close_relations(trace, b, d.victim, p.close_affinity)
+            # those revenge_rate counts as avengers too: a blow within its window is no flight kept away
+            avenger = {i for i, _, eligible in revenge_candidates(trace, p, d)[1] if eligible}
             for i, dist in timid_witnesses(trace, p, d):
                 rows = range(d.step + 1, min(d.step + 1 + ticks, trace.ticks + 1))
                 acts = [int(trace.activity[t, b, i]) for t in rows]
@@ -117,6 +121,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 out["safe"] += int(is_safe)
                 out["kept"] += int(t_kept >= 0)
                 out["chosen"] += int(chosen)
+                out["avengers_too"] += int(i in avenger)
+                out["avengers_too_chosen"] += int(i in avenger and chosen)
                 if Action.FLEE in acts and not chosen:
                     missed = "fled_safe_not_kept" if is_safe else "fled_never_safe"
                     out["fled_kept_otherwise" if t_kept >= 0 else missed] += 1
@@ -149,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chose FLEE and missed fear_chosen_rate: never safe {out['fled_never_safe']}, safe but not kept away "
           f"{out['fled_safe_not_kept']}, kept away from before the flight or by fleeing another "
           f"{out['fled_kept_otherwise']}")
+    print(f"counted by revenge_rate as avengers too (aggressive close relations): {out['avengers_too']} of {n}; "
+          f"kept away by a chosen flight {out['avengers_too_chosen']}")
     print("what brought back those who fled and were not kept away (activity -> its target):")
     for why, n in out["back_by"].items():
         print(f"  {n:5d}  {why}")

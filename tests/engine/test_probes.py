@@ -46,6 +46,8 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     # every flight from a living killer was possible; the bound can be above the flights, never below
     assert out["fled_living_killer"] <= out["could_get_away"] <= out["witnesses"]
     assert sum(out["first_activities"].values()) <= out["witnesses"]
+    # the timid witnesses whom revenge_rate counts as avengers too (its eligible aggressive close relations)
+    assert 0 <= out["avengers_too_chosen"] <= min(out["avengers_too"], out["chosen"])
 
 
 def test_the_revenge_probe_counts_what_the_revenge_metric_counts(bench_script):
@@ -182,3 +184,23 @@ def test_the_first_feud_blow_is_found_in_every_village_where_villagers_struck_vi
     assert c["striker knew its culprit"] <= c["striker knew of a villager's death"] <= c["first blows"]
     assert c["target had killed that actor"] <= c["target had last struck an actor"] <= c["first blows"]
     assert c["striker saw that death"] <= c["striker knew the target's last victim was dead"] <= c["first blows"]
+
+
+def test_the_flight_probe_counts_the_timid_witnesses_revenge_also_counts(bench_script):
+    """A timid witness who is an aggressive close relation of the victim is one of revenge_rate's avengers too;
+    in a village of such villagers the probe finds them, in a village of calm ones none."""
+    import dataclasses
+
+    bench = bench_script("flight_probe")
+    scenario = load_scenario("kill-parent")
+    found = {}
+    for aggression in (0.0, 0.9):
+        base = load_world("village-v1")
+        npcs = tuple(dataclasses.replace(n, traits=dataclasses.replace(n.traits, bravery=0.2, aggression=aggression))
+                     for n in base.npcs)
+        world = dataclasses.replace(base, npcs=npcs)
+        out = bench.probe(ScriptedPolicy(seed=0), world, [scenario], villages=6, seed=2)
+        assert out["witnesses"] > 0
+        found[aggression] = out["avengers_too"]
+        assert out["avengers_too_chosen"] <= min(out["avengers_too"], out["chosen"])
+    assert found[0.0] == 0 < found[0.9]
