@@ -1,5 +1,6 @@
 """The policy probes in bench/ count exactly what the emergence metrics count, and reject bad flags in one line."""
 
+import dataclasses
 import numpy as np
 import pytest
 
@@ -46,8 +47,6 @@ def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     # every flight from a living killer was possible; the bound can be above the flights, never below
     assert out["fled_living_killer"] <= out["could_get_away"] <= out["witnesses"]
     assert sum(out["first_activities"].values()) <= out["witnesses"]
-    # the timid witnesses whom revenge_rate counts as avengers too (its eligible aggressive close relations)
-    assert 0 <= out["avengers_too_chosen"] <= min(out["avengers_too"], out["chosen"])
 
 
 def test_the_revenge_probe_counts_what_the_revenge_metric_counts(bench_script):
@@ -189,8 +188,6 @@ def test_the_first_feud_blow_is_found_in_every_village_where_villagers_struck_vi
 def test_the_flight_probe_counts_the_timid_witnesses_revenge_also_counts(bench_script):
     """A timid witness who is an aggressive close relation of the victim is one of revenge_rate's avengers too;
     in a village of such villagers the probe finds them, in a village of calm ones none."""
-    import dataclasses
-
     bench = bench_script("flight_probe")
     scenario = load_scenario("kill-parent")
     found = {}
