@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chose FLEE and missed fear_chosen_rate: never safe {out['fled_never_safe']}, safe but not kept away "
           f"{out['fled_safe_not_kept']}, kept away from before the flight or by fleeing another "
           f"{out['fled_kept_otherwise']}")
-    print(f"counted by revenge_rate as avengers too (aggressive close relations who knew the culprit): {out['avengers_too']} of {n}; "
-          f"kept away by a chosen flight {out['avengers_too_chosen']}")
+    print(f"counted by revenge_rate as avengers too (aggressive close relations who knew the culprit): "
+          f"{out['avengers_too']} of {n}; kept away by a chosen flight {out['avengers_too_chosen']}")
     print("what brought back those who fled and were not kept away (activity -> its target):")
     for why, n in out["back_by"].items():
         print(f"  {n:5d}  {why}")

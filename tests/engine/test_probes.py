@@ -1,6 +1,7 @@
 """The policy probes in bench/ count exactly what the emergence metrics count, and reject bad flags in one line."""
 
 import dataclasses
+
 import numpy as np
 import pytest
 
