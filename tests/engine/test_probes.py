@@ -119,6 +119,7 @@ def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
     ("revenge_probe", ["--scenarios", "no-such-scenario"], "no-such-scenario"),
     ("news_channels", ["--villages", "0"], "--villages"),
     ("chain_anatomy", ["--world", "no-such-world"], "no-such-world"),
+    ("diversity_probe", ["--rows-from", "nobody"], "--rows-from"),
 ])
 def test_bad_flags_are_one_line_errors(bench_script, capsys, script, flags, named):
     with pytest.raises(SystemExit) as exit_info:
@@ -202,3 +203,43 @@ def test_the_flight_probe_counts_the_timid_witnesses_revenge_also_counts(bench_s
         found[aggression] = out["avengers_too"]
         assert out["avengers_too_chosen"] <= min(out["avengers_too"], out["chosen"])
     assert found[0.0] == 0 < found[0.9]
+
+
+def test_the_diversity_probe_splits_the_snd_village_eval_reports(bench_script):
+    """Overall, the probe's SND is `village eval`'s for the same run; the situations split it without remainder."""
+    from npc_brains import load_policy
+    from npc_brains.evaluate import policy_slots, policy_tuning, probe_diversity
+
+    bench = bench_script("diversity_probe")
+    policy, world, scenario = load_policy("default", seed=0), load_world("village-v1"), load_scenario("kill-parent")
+    out = bench.probe(policy, world, [scenario], villages=3, seed=4, on_tick=None)
+    policy = load_policy("default", seed=0)  # the same draws again
+    trace = run_scenario(policy, scenario, world, villages=3, seed=4, slots=policy_slots(policy),
+                         tuning=policy_tuning(policy))
+    snd, n = probe_diversity(policy, trace)
+    assert out["observations"] == n > 0
+    assert out["snd"] == pytest.approx(snd)
+    parts = out["situations"].values()
+    assert sum(s["share"] for s in parts) == pytest.approx(1.0)
+    assert sum(s["share_of_snd"] for s in parts) == pytest.approx(1.0)
+    assert sum(s["share"] * s["snd"] for s in parts if s["snd"] is not None) == pytest.approx(snd)
+    # the scripted rules' SND on these rows: what `village eval` would report had the rules played them
+    assert out["scripted_snd"] == pytest.approx(probe_diversity(ScriptedPolicy(seed=0), trace)[0])
+
+
+def test_the_diversity_probe_names_the_situation_of_a_row(bench_script):
+    from engine.observe import SELF_FEATURES, SLOT_FEATURES
+
+    bench = bench_script("diversity_probe")
+    slots = 2
+    obs = np.zeros((4, len(SELF_FEATURES) + slots * len(SLOT_FEATURES)), np.float32)
+
+    def slot(row, k, name, value):
+        obs[row, len(SELF_FEATURES) + k * len(SLOT_FEATURES) + SLOT_FEATURES.index(name)] = value
+
+    for name in ("present", "believed_alive", "known_threat"):
+        slot(0, 1, name, 1.0)  # a living threat in the second slot
+    for name, value in (("present", 1.0), ("known_dead", 1.0), ("kin", 1.0)):
+        slot(1, 0, name, value)  # dead kin
+    obs[2, SELF_FEATURES.index("night")] = 1.0
+    assert [bench.SITUATIONS[k] for k in bench.situations(obs, slots)] == ["threat", "bereaved", "night", "day"]

@@ -1,0 +1,155 @@
+"""Where does a policy's personality diversity (SND) come from? `diversity` split by the situation probed.
+
+`village eval`'s `diversity` is the mean, over probe observations of free NPCs and over pairs of the world's
+personalities swapped into them, of the total-variation distance between the two action distributions. This
+probe records the same observations (the emergence suite's scenarios, `village eval`'s probe sampling) and feeds
+them to the policy and to the scripted rules alike, so both are measured on one set of situations. Each
+observation is put in the first situation it matches:
+
+- `threat`: a known threat (a killer, a raider) is in a slot, alive as far as the NPC knows;
+- `bereaved`: a close relation known to be dead is in a slot, or grief is left;
+- `stirred`: fear or anger is left, no threat in a slot;
+- `night`: none of the above, at night;
+- `day`: none of the above, by day.
+
+Per situation it prints the share of observations, each policy's mean TV (its SND there), and that situation's
+share of the policy's overall SND; then the actions whose probability differs most between personalities
+(the mean over observations of max minus min across personalities).
+
+    python bench/diversity_probe.py --policy default --world generated:12:10000
+    python bench/diversity_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
+
+`--villages` and `--seed` as `village eval`'s `--seeds` and seed: the probe rows are the same ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
+
+from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+
+from engine.constants import GRIEF_LEFT  # noqa: E402
+from engine.metrics import tv_distance  # noqa: E402
+from engine.observe import SELF_FEATURES, SLOT_FEATURES  # noqa: E402
+from engine.village import action_tables  # noqa: E402
+
+SITUATIONS = ("threat", "bereaved", "stirred", "night", "day")
+CLOSE_AFFINITY = 0.5  # the scripted rules' and the metrics' close relation (engine.constants.close_relations)
+
+
+def situations(obs: np.ndarray, slots: int) -> np.ndarray:
+    """(P,) index into SITUATIONS of each observation row."""
+    own = {n: obs[:, k] for k, n in enumerate(SELF_FEATURES)}
+    s = obs[:, len(SELF_FEATURES):].reshape(len(obs), slots, len(SLOT_FEATURES))
+    slot = {n: s[:, :, k] for k, n in enumerate(SLOT_FEATURES)}
+    present, alive = slot["present"] > 0.5, slot["believed_alive"] > 0.5
+    threat = (present & alive & (slot["known_threat"] > 0.5)).any(1)
+    close = (slot["affinity"] >= CLOSE_AFFINITY) | (slot["kin"] > 0.5) | (slot["spouse"] > 0.5)
+    bereaved = (present & (slot["known_dead"] > 0.5) & close).any(1) | (own["grief"] >= GRIEF_LEFT)
+    stirred = (own["fear_max"] >= GRIEF_LEFT) | (own["anger_max"] >= GRIEF_LEFT)
+    night = own["night"] > 0.5
+    return np.select([threat, bereaved, stirred, night], [0, 1, 2, 3], default=4)
+
+
+def swapped_probs(policy: Any, obs: np.ndarray, mask: np.ndarray, personas: np.ndarray,
+                  cols: np.ndarray) -> np.ndarray:
+    """(P, G, A) action distributions with each of the G personalities swapped into every observation."""
+    P, G = len(obs), len(personas)
+    batch = np.repeat(obs[:, None, :], G, axis=1)
+    batch[:, :, cols] = personas[None]
+    masks = np.repeat(mask[:, None, :], G, axis=1)
+    out = policy.act(batch.reshape(P * G, -1), masks.reshape(P * G, -1), deterministic=True, with_probs=True)
+    return np.asarray(out.probs, float).reshape(P, G, -1)
+
+
+def pairwise_tv(probs: np.ndarray) -> np.ndarray:
+    """(P,) mean over personality pairs of TV, per observation (engine.metrics.system_neural_diversity's terms)."""
+    gi, hi = np.triu_indices(probs.shape[1], 1)
+    return tv_distance(probs[:, gi], probs[:, hi]).mean(1)
+
+
+def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, on_tick: Any,
+          rows_from: str = "policy") -> dict[str, Any]:
+    """The probe rows of every scenario (as `village eval` samples them from `rows_from`'s runs: "policy" or
+    "scripted") and their split by situation."""
+    from engine.scenarios import run_scenario
+    from npc_brains.baselines import ScriptedPolicy
+    from npc_brains.evaluate import policy_slots, policy_tuning
+
+    slots = policy_slots(policy)
+    scripted = ScriptedPolicy(slots=slots)
+    kinds, _ = action_tables(slots)
+    rows: dict[str, list[np.ndarray]] = {"situation": [], "policy": [], "scripted": [], "spread": []}
+    for si, scenario in enumerate(scenarios):
+        player = scripted if rows_from == "scripted" else policy
+        trace = run_scenario(player, scenario, spec, villages=villages, seed=seed + 1009 * si, slots=slots,
+                             tuning=policy_tuning(policy), on_tick=on_tick)
+        if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
+            continue
+        obs, mask = trace.probe_obs, trace.probe_mask
+        mine = swapped_probs(policy, obs, mask, trace.personas, trace.persona_cols)
+        rows["situation"].append(situations(obs, slots))
+        rows["policy"].append(pairwise_tv(mine))
+        rows["scripted"].append(pairwise_tv(swapped_probs(scripted, obs, mask, trace.personas, trace.persona_cols)))
+        # per action kind: summed over slots, then the spread across personalities
+        by_kind = np.stack([mine[:, :, kinds == k].sum(-1) for k in range(int(kinds.max()) + 1)], -1)
+        rows["spread"].append(by_kind.max(1) - by_kind.min(1))
+    if not rows["situation"]:
+        raise SystemExit("no probe observations: the scenarios recorded no free NPC")
+    sit, tv_p, tv_s = (np.concatenate(rows[k]) for k in ("situation", "policy", "scripted"))
+    spread = np.concatenate(rows["spread"])
+    out: dict[str, Any] = {"observations": len(sit), "snd": float(tv_p.mean()), "scripted_snd": float(tv_s.mean()),
+                           "situations": {}}
+    for k, name in enumerate(SITUATIONS):
+        here = sit == k
+        n = int(here.sum())
+        out["situations"][name] = {
+            "share": n / len(sit),
+            "snd": float(tv_p[here].mean()) if n else None,
+            "scripted_snd": float(tv_s[here].mean()) if n else None,
+            "share_of_snd": float(tv_p[here].sum() / max(tv_p.sum(), 1e-12)),
+            "share_of_scripted_snd": float(tv_s[here].sum() / max(tv_s.sum(), 1e-12)),
+            "spread": {str(a): float(spread[here, a].mean()) for a in range(spread.shape[1])} if n else {},
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from engine.constants import ACTION_NAMES
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_probe_args(parser, scenarios="all", seed=0)
+    parser.add_argument("--rows-from", choices=("policy", "scripted"), default="policy",
+                        help="whose runs give the probe observations (village eval: each policy its own; "
+                             "default: %(default)s)")
+    args = parser.parse_args(argv)
+    spec, scenarios, policy = read_probe_args(parser, args)
+    with tick_progress(scenarios, args.quiet) as on_tick:
+        out = probe(policy, spec, scenarios, args.villages, args.seed, on_tick, args.rows_from)
+    ratio = out["snd"] / out["scripted_snd"] if out["scripted_snd"] else float("nan")
+    print(f"{args.policy} on {args.world}: SND {out['snd']:.3f}, scripted rules {out['scripted_snd']:.3f} on the same "
+          f"{out['observations']} observations from the {args.rows_from} runs (ratio {ratio:.2f})")
+    print(f"{'situation':9s} {'share':>6s} {'SND':>6s} {'rules':>6s} {'of SND':>7s} {'of rules':>8s}  "
+          "most personal actions")
+    for name, s in out["situations"].items():
+        if s["snd"] is None:
+            print(f"{name:9s} {0:6.3f}")
+            continue
+        top = sorted(s["spread"].items(), key=lambda kv: -kv[1])[:3]
+        print(f"{name:9s} {s['share']:6.3f} {s['snd']:6.3f} {s['scripted_snd']:6.3f} {s['share_of_snd']:7.3f} "
+              f"{s['share_of_scripted_snd']:8.3f}  " + ", ".join(f"{ACTION_NAMES[int(a)]} {v:.2f}" for a, v in top))
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
