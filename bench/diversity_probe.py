@@ -40,9 +40,10 @@ from engine.constants import GRIEF_LEFT  # noqa: E402
 from engine.metrics import tv_distance  # noqa: E402
 from engine.observe import SELF_FEATURES, SLOT_FEATURES  # noqa: E402
 from engine.village import action_tables  # noqa: E402
+from npc_brains.baselines import ScriptedRules  # noqa: E402
 
 SITUATIONS = ("threat", "bereaved", "stirred", "night", "day")
-CLOSE_AFFINITY = 0.5  # the scripted rules' and the metrics' close relation (engine.constants.close_relations)
+CLOSE_AFFINITY = ScriptedRules().close_affinity  # a close relation as the rules read it from an observation
 
 
 def situations(obs: np.ndarray, slots: int) -> np.ndarray:
