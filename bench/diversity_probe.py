@@ -36,8 +36,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 
 from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
 
-from engine.constants import GRIEF_LEFT  # noqa: E402
-from engine.metrics import tv_distance  # noqa: E402
+from engine.constants import ACTION_NAMES, GRIEF_LEFT  # noqa: E402
+from engine.metrics import pairwise_tv  # noqa: E402
 from engine.observe import SELF_FEATURES, SLOT_FEATURES  # noqa: E402
 from engine.village import action_tables  # noqa: E402
 from npc_brains.baselines import ScriptedRules  # noqa: E402
@@ -60,30 +60,13 @@ def situations(obs: np.ndarray, slots: int) -> np.ndarray:
     return np.select([threat, bereaved, stirred, night], [0, 1, 2, 3], default=4)
 
 
-def swapped_probs(policy: Any, obs: np.ndarray, mask: np.ndarray, personas: np.ndarray,
-                  cols: np.ndarray) -> np.ndarray:
-    """(P, G, A) action distributions with each of the G personalities swapped into every observation."""
-    P, G = len(obs), len(personas)
-    batch = np.repeat(obs[:, None, :], G, axis=1)
-    batch[:, :, cols] = personas[None]
-    masks = np.repeat(mask[:, None, :], G, axis=1)
-    out = policy.act(batch.reshape(P * G, -1), masks.reshape(P * G, -1), deterministic=True, with_probs=True)
-    return np.asarray(out.probs, float).reshape(P, G, -1)
-
-
-def pairwise_tv(probs: np.ndarray) -> np.ndarray:
-    """(P,) mean over personality pairs of TV, per observation (engine.metrics.system_neural_diversity's terms)."""
-    gi, hi = np.triu_indices(probs.shape[1], 1)
-    return tv_distance(probs[:, gi], probs[:, hi]).mean(1)
-
-
 def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, on_tick: Any,
           rows_from: str = "policy") -> dict[str, Any]:
     """The probe rows of every scenario (as `village eval` samples them from `rows_from`'s runs: "policy" or
     "scripted") and their split by situation."""
     from engine.scenarios import run_scenario
     from npc_brains.baselines import ScriptedPolicy
-    from npc_brains.evaluate import policy_slots, policy_tuning
+    from npc_brains.evaluate import persona_probs, policy_slots, policy_tuning
 
     slots = policy_slots(policy)
     scripted = ScriptedPolicy(slots=slots)
@@ -95,11 +78,10 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                              tuning=policy_tuning(policy), on_tick=on_tick)
         if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
             continue
-        obs, mask = trace.probe_obs, trace.probe_mask
-        mine = swapped_probs(policy, obs, mask, trace.personas, trace.persona_cols)
-        rows["situation"].append(situations(obs, slots))
-        rows["policy"].append(pairwise_tv(mine))
-        rows["scripted"].append(pairwise_tv(swapped_probs(scripted, obs, mask, trace.personas, trace.persona_cols)))
+        mine = persona_probs(policy, trace)
+        rows["situation"].append(situations(trace.probe_obs, slots))
+        rows["policy"].append(pairwise_tv(mine).mean(1))  # per observation: its share of the SND
+        rows["scripted"].append(pairwise_tv(persona_probs(scripted, trace)).mean(1))
         # per action kind: summed over slots, then the spread across personalities
         by_kind = np.stack([mine[:, :, kinds == k].sum(-1) for k in range(int(kinds.max()) + 1)], -1)
         rows["spread"].append(by_kind.max(1) - by_kind.min(1))
@@ -124,8 +106,6 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from engine.constants import ACTION_NAMES
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_probe_args(parser, scenarios="all", seed=0)
     parser.add_argument("--rows-from", choices=("policy", "scripted"), default="policy",

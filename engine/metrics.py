@@ -403,6 +403,12 @@ def tv_distance(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return 0.5 * np.abs(np.asarray(p, float) - np.asarray(q, float)).sum(-1)
 
 
+def pairwise_tv(probs: np.ndarray) -> np.ndarray:
+    """(P, G (G - 1) / 2): TV(pi_g(o), pi_h(o)) for every observation and agent pair g < h; probs (P, G, A)."""
+    gi, hi = np.triu_indices(probs.shape[1], 1)
+    return tv_distance(probs[:, gi], probs[:, hi])
+
+
 def system_neural_diversity(probs: np.ndarray) -> float | None:
     """SND (Bettini et al. 2023) with total variation: probs (P, G, A) are G agents' action distributions on the
     same P observations; the mean over observations and agent pairs of TV(pi_g(o), pi_h(o))."""
@@ -412,8 +418,7 @@ def system_neural_diversity(probs: np.ndarray) -> float | None:
     P, G, _ = probs.shape
     if P == 0 or G < 2:
         return None
-    gi, hi = np.triu_indices(G, 1)
-    return float(tv_distance(probs[:, gi], probs[:, hi]).mean())
+    return float(pairwise_tv(probs).mean())
 
 
 # ------------------------------------------------------------------ the metrics of one trace
@@ -979,5 +984,5 @@ def summarize(traces: list[Trace], params: MetricParams | None = None) -> dict[s
 
 __all__ = [
     "MetricParams", "Trace", "TraceRecorder", "Stats", "Death", "trigger_deaths", "performed", "trace_stats",
-    "summarize", "system_neural_diversity", "tv_distance", "entropy",
+    "summarize", "system_neural_diversity", "pairwise_tv", "tv_distance", "entropy",
 ]

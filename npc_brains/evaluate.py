@@ -120,22 +120,29 @@ def random_init_policy(policy: Any, seed: int = 0) -> Any | None:
     return fresh_policy(spec.to_dict(), env, config=getattr(policy, "config", {}), seed=seed)
 
 
-def probe_diversity(policy: Policy, trace: Trace) -> tuple[float | None, int]:
-    """SND of the policy over its NPCs' personalities: every probe observation is fed with each NPC's
-    personality columns (traits, role) swapped in; mean pairwise TV of the resulting action distributions.
-    Returns (SND, number of probe observations)."""
+def persona_probs(policy: Policy, trace: Trace) -> np.ndarray | None:
+    """(P, G, A): the policy's action distributions on each of the trace's P probe observations with each of its
+    G NPCs' personality columns (traits, role) swapped in; None for a policy that gives no probabilities."""
     obs, mask, personas, cols = trace.probe_obs, trace.probe_mask, trace.personas, trace.persona_cols
     P, G = len(obs), len(personas)
-    if P == 0 or G < 2:
-        return None, 0
     batch = np.repeat(obs[:, None, :], G, axis=1)
     batch[:, :, cols] = personas[None]
     masks = np.repeat(mask[:, None, :], G, axis=1)
     out = policy.act(batch.reshape(P * G, -1), masks.reshape(P * G, -1), deterministic=True, with_probs=True)
     if out.probs is None:
+        return None
+    return np.asarray(out.probs, float).reshape(P, G, -1)
+
+
+def probe_diversity(policy: Policy, trace: Trace) -> tuple[float | None, int]:
+    """SND of the policy over its NPCs' personalities: mean pairwise TV of `persona_probs`.
+    Returns (SND, number of probe observations)."""
+    if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
         return None, 0
-    probs = np.asarray(out.probs, float).reshape(P, G, -1)
-    return system_neural_diversity(probs), P
+    probs = persona_probs(policy, trace)
+    if probs is None:
+        return None, 0
+    return system_neural_diversity(probs), len(trace.probe_obs)
 
 
 def scalar_view(result: dict[str, Any]) -> dict[str, Any]:
