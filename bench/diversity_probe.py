@@ -79,6 +79,8 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
         if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
             continue
         mine = persona_probs(policy, trace)
+        if mine is None:  # SND is defined on action distributions
+            raise SystemExit(f"{getattr(policy, 'name', 'the policy')} gives no action probabilities to probe")
         rows["situation"].append(situations(trace.probe_obs, slots))
         rows["policy"].append(pairwise_tv(mine).mean(1))  # per observation: its share of the SND
         rows["scripted"].append(pairwise_tv(persona_probs(scripted, trace)).mean(1))
