@@ -278,6 +278,9 @@ class Tuning:
     # grief (its cost) without also hastening its work, so the empathic do not mourn a loss away in one short spell
     mourn_out_of_reach: bool = False  # True: a mourning tick within the safe distance of a loose threat the mourner
     # knows of eases no grief (the vigil waits until the killer has gone); False: it eases grief wherever it is held
+    grief_work_anger: float = 0.0  # > 0: grief work (mourning, comforting and being comforted) eases grief times
+    # max(0, 1 - this x aggression x anger at living threats one knows): the enraged cannot mourn while the killer
+    # lives, so the victim's aggressive kin deal with him first (0 = off)
     mourning_ends_with_grief: bool = False  # True: MOURN is open only to an NPC with grief >= GRIEF_LEFT, and a
     # mourning ends once its grief is below that: no vigil at the body after the grief is mourned away. False: a
     # mourning runs its ticks, and anyone who knows of the death may mourn, grieving or not

@@ -97,12 +97,18 @@ def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
     mourning = perf & (act == Action.MOURN)
     if t.mourn_out_of_reach and mourning.any():  # no grief work with the killer still about: first get away
         mourning &= ~within_reach_of_threat(v)
+    grief_work = grief_work_share(v, p) if t.grief_work_anger > 0 and (comforting.any() or mourning.any()) else None
     if comforting.any():
         bb, ii = np.nonzero(comforting)
-        relief = 1 - t.comfort_relief * (GRIEF_WEIGHT_BASE + p.empathy[bb, ii])
-        np.multiply.at(s.grief, (bb, s.target[bb, ii]), relief)
-        s.grief[bb, ii] *= 1 - t.comforter_relief * t.comfort_relief
+        tt = s.target[bb, ii]
+        share = 1.0 if grief_work is None else grief_work[bb, tt]
+        relief = 1 - t.comfort_relief * (GRIEF_WEIGHT_BASE + p.empathy[bb, ii]) * share
+        np.multiply.at(s.grief, (bb, tt), relief)
+        own = 1.0 if grief_work is None else grief_work[bb, ii]
+        s.grief[bb, ii] *= 1 - t.comforter_relief * t.comfort_relief * own
     work = t.mourn_relief * (GRIEF_WEIGHT_BASE + p.empathy) if t.mourn_relief_empathy else t.mourn_relief
+    if grief_work is not None:
+        work = work * grief_work
     if t.mourn_relief_linear:  # grief work: each tick at the body eases a fixed amount, so a great loss
         # takes longer to mourn and every tick of it is worth the same until the grief is spent
         s.grief = np.maximum(s.grief - mourning * work, 0.0).astype(np.float32)
@@ -114,6 +120,15 @@ def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
         s.anger[bb, ii, tt] *= 1 - t.blow_anger_relief
         fear_relief = t.blow_fear_relief * p.bravery[bb, ii] if t.blow_relief_bravery else t.blow_fear_relief
         s.fear[bb, ii, tt] *= 1 - fear_relief
+
+
+def grief_work_share(v: Village, p: Personality) -> np.ndarray:
+    """(B, N) the share of grief work (Tuning.grief_work_anger) that eases grief: max(0, 1 - grief_work_anger x
+    aggression x anger at the living threats one knows), so rage at a killer still alive holds the mourning back."""
+    s, t = v.state, v.t
+    living = (s.alive & s.present)[:, None, :]
+    anger = np.minimum(np.where(living, s.anger, 0.0).sum(-1), t.anger_sum_cap)
+    return np.maximum(0.0, 1.0 - t.grief_work_anger * p.aggression * anger).astype(np.float32)
 
 
 # ------------------------------------------------------------------ perception

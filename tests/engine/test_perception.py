@@ -497,6 +497,36 @@ def test_mourning_within_the_killers_reach_eases_no_grief_under_mourn_out_of_rea
     assert sim.state.performing[0, bren] and sim.state.grief[0, bren] < with_him  # he has gone: grief work resumes
 
 
+@pytest.mark.parametrize("lever", [0.0, 100.0])
+def test_rage_at_a_living_killer_holds_grief_work_back_under_grief_work_anger(lever):
+    """Tuning.grief_work_anger: a mourning tick of a villager angry at the living killer eases grief only by the
+    share max(0, 1 - lever x aggression x anger); with the anger spent it eases grief in full again. Off (0), rage
+    changes nothing."""
+    from engine.constants import Trait, Tuning
+
+    tuning = Tuning(grief_half_life=1e9, anger_half_life=1e9, grudge_half_life=1e9, mourn_relief_linear=True,
+                    grief_work_anger=lever)  # no fading: only mourning eases grief
+    sim = VillageSim(VILLAGE, 1, seed=0, scenario="none", record=True, tuning=tuning)
+    alda, bren, player = ent(sim, "Alda"), ent(sim, "Bren"), ent(sim, "player")
+    place(sim, "Bren", *(sim.state.pos[0, alda] + (0.0, 0.5)))  # already at the body
+    kill(sim, "Alda")
+    sim.state.pos[0, player] = sim.state.pos[0, bren] + (0.0, float(sim.safe_distance[0]) + 5.0)  # out of reach
+    sim.command(0, "player", "stop")
+    sim.state.anger[0, bren, player] = 1.0
+    assert sim.w.traits[0, bren, Trait.AGGRESSION] > 0  # Bren has some aggression: rage can hold him back
+    sim.step(act_on(sim, bren, Action.MOURN, alda))
+    assert sim.state.performing[0, bren] and sim.state.activity[0, bren] == Action.MOURN
+    before = float(sim.state.grief[0, bren])
+    sim.step(idle(sim))
+    enraged = float(sim.state.grief[0, bren])
+    ease = tuning.mourn_relief * (0.5 + float(sim.w.traits[0, bren, Trait.EMPATHY]))
+    assert enraged == pytest.approx(before if lever else before - ease, rel=1e-4)
+    sim.state.anger[0, bren, :] = 0.0  # the rage is spent: grief work resumes
+    sim.step(idle(sim))
+    assert sim.state.performing[0, bren]
+    assert float(sim.state.grief[0, bren]) == pytest.approx(enraged - ease, rel=1e-4)
+
+
 def test_revenge_blow_on_the_player():
     sim = make_sim()
     alda, bren, player = ent(sim, "Alda"), ent(sim, "Bren"), ent(sim, "player")
