@@ -7,7 +7,9 @@ landed nothing; it performed FLEE or hid at home; or none of these. The counts a
 0.4, the witnesses `fear_rate` asks to run, against the rest), since a world that prices death by bravery asks
 the timid avengers both to run and to strike. Then who struck the killer: the blows landed on him in the revenge
 window after each killing, by whether the striker was a close relation of the victim, aggressive (the avengers'
-threshold) and timid; and how many steps the killer lived after the killing.
+threshold) and timid; and how many steps the killer lived after the killing. "could have struck" bounds the hits
+from above: the avengers who, charging straight from where they learned the culprit, would have reached him alive
+within the window.
 
     python bench/revenge_probe.py --policy default
     python bench/revenge_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
@@ -58,6 +60,23 @@ def classify(trace: Any, b: int, i: int, k: int, start: int, window: int) -> tup
     return "other", acts
 
 
+def could_strike(trace: Any, b: int, i: int, k: int, start: int, window: int, tuning: Any) -> bool:
+    """Whether avenger i, charging from where it stood when it learned the culprit (state start + 1) in a straight
+    line at `charge_speed`, could have come within striking distance of killer k at some state of the revenge
+    window while he was alive going into that step: an upper bound on what any policy could make of this village,
+    whatever the crowd did (it ignores the time a performance under way takes to end)."""
+    first = start + 1
+    last = min(start + 1 + window, trace.ticks)
+    if first > last:
+        return False
+    strike = tuning.reach * tuning.strike_reach_factor
+    rows = np.arange(first, last + 1)
+    gap = np.linalg.norm(trace.pos[rows, b, k] - trace.pos[first, b, i], axis=-1)
+    in_time = gap <= tuning.charge_speed * (rows - first) + strike
+    alive = trace.alive[np.maximum(rows - 1, 0), b, k]
+    return bool((in_time & alive).any())
+
+
 def blows_on_killer(trace: Any, p: MetricParams, d: Any) -> collections.Counter:
     """Blows villagers landed on death d's killer in the revenge window after it, by who struck: a close relation
     of the victim or another, aggressive or calm, timid or bold."""
@@ -78,18 +97,21 @@ def blows_on_killer(trace: Any, p: MetricParams, d: Any) -> collections.Counter:
 def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
           on_tick: Callable[[int], None] | None = None) -> dict:
     """Outcome counts over the eligible avengers, by bravery, and their most common first four activities."""
+    from engine.constants import Tuning
     from engine.scenarios import run_scenario
     from npc_brains.evaluate import policy_slots
     from npc_brains.tuning import policy_tuning
 
     p = MetricParams()
+    tuning = policy_tuning(policy) or Tuning()
     out: dict[str, Any] = {group: dict.fromkeys(OUTCOMES, 0) for group in ("timid", "bold")}
+    reachable = {"timid": 0, "bold": 0}
     first: collections.Counter = collections.Counter()
     strikers: collections.Counter = collections.Counter()
     lived: list[int] = []
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy), on_tick=on_tick)
+                             tuning=tuning, on_tick=on_tick)
         for d in trigger_deaths(trace):
             b, k = d.village, d.killer
             for i, start, eligible in revenge_candidates(trace, p, d)[1]:
@@ -98,12 +120,14 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                 outcome, acts = classify(trace, b, i, k, start, p.revenge_window)
                 group = "timid" if trace.traits[b, i, Trait.BRAVERY] <= p.timid else "bold"
                 out[group][outcome] += 1
+                reachable[group] += could_strike(trace, b, i, k, start, p.revenge_window, tuning)
                 if outcome != "hit":
                     first[course(acts)] += 1
             strikers.update(blows_on_killer(trace, p, d))
             dead = np.flatnonzero(~trace.alive[d.step + 1:, b, k])
             if len(dead):
                 lived.append(int(dead[0]))
+    out["could_strike"] = reachable
     out["first_activities_of_misses"] = dict(first.most_common(8))
     out["blows_on_killer"] = dict(strikers.most_common())
     out["killer_lived"] = {"killed": len(lived), "median_steps": float(np.median(lived)) if lived else None}
@@ -124,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(counts.values())
         rate = f"{counts['hit'] / n:.3f}" if n else "-"
         print(f"  {group:5s} (bravery {'<=' if group == 'timid' else '>'} {timid}): {n} eligible, hit rate {rate}; "
-              + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES))
+              + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES)
+              + f"; could have struck {out['could_strike'][group]}")
     print("  misses' first four activities:")
     print_courses(out["first_activities_of_misses"])
     blows = out["blows_on_killer"]

@@ -272,10 +272,27 @@ def _window_ok(start: int, length: int, last: int) -> bool:
 
 
 # ------------------------------------------------------------------ statistics
+# the pooled rates that get a confidence interval: (numerator, denominator) counts, kept per village as well
+INTERVAL_RATES: dict[str, tuple[str, str]] = {
+    "mourning_rate": ("mourn_hit", "mourn_eligible"),
+    "revenge_rate": ("revenge_hit", "revenge_eligible"),
+    "fear_rate": ("fear_hit", "fear_eligible"),
+    "fear_kept_rate": ("fear_kept_hit", "fear_kept_eligible"),
+    "fear_fled_rate": ("fear_fled_hit", "fear_kept_eligible"),
+    "fear_chosen_rate": ("fear_chosen_hit", "fear_kept_eligible"),
+}
+UNIT_COUNTS: tuple[str, ...] = tuple(dict.fromkeys(k for pair in INTERVAL_RATES.values() for k in pair))
+INTERVAL_LEVEL = 0.95
+INTERVAL_RESAMPLES = 2000
+
+
 class Stats:
     """Additive counts and samples from one or more traces; `result()` turns them into metrics."""
 
     def __init__(self) -> None:
+        # one row per simulated village (one scenario run of one world with one seed): its UNIT_COUNTS, the
+        # units a confidence interval resamples (the deaths of one village are not independent of each other)
+        self.units = np.zeros((0, len(UNIT_COUNTS)))
         self.n: dict[str, float] = defaultdict(float)
         self.samples: dict[str, list[float]] = defaultdict(list)
         self.curves: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -298,6 +315,7 @@ class Stats:
         self.checks[name][1] += 1
 
     def __iadd__(self, other: Stats) -> Stats:
+        self.units = np.concatenate([self.units, other.units])
         for k, v in other.n.items():
             self.n[k] += v
         for k, v in other.samples.items():
@@ -320,6 +338,29 @@ class Stats:
     def ratio(self, num: str, den: str) -> float | None:
         d = self.n.get(den, 0.0)
         return None if d <= 0 else float(self.n.get(num, 0.0) / d)
+
+    def intervals(self, resamples: int = INTERVAL_RESAMPLES, level: float = INTERVAL_LEVEL,
+                  seed: int = 0) -> dict[str, list[float] | None]:
+        """Percentile bootstrap intervals of the INTERVAL_RATES over the villages (resampled with replacement,
+        each bringing all its deaths): {rate: [low, high]}, None where nothing was eligible. A fixed seed, so the
+        same runs give the same intervals. They measure the simulation's chance (which villages and seeds were
+        drawn), not how the figures would move on other worlds."""
+        units = self.units
+        out: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_RATES)
+        if not len(units):
+            return out
+        weights = np.random.default_rng(seed).multinomial(len(units), np.full(len(units), 1 / len(units)),
+                                                          size=resamples)
+        sums = weights @ units  # (resamples, counts)
+        col = {k: j for j, k in enumerate(UNIT_COUNTS)}
+        tail = 100 * (1 - level) / 2
+        for rate, (num, den) in INTERVAL_RATES.items():
+            d = sums[:, col[den]]
+            if units[:, col[den]].sum() <= 0:
+                continue
+            r = sums[:, col[num]][d > 0] / d[d > 0]
+            out[rate] = [float(np.percentile(r, tail)), float(np.percentile(r, 100 - tail))]
+        return out
 
     def mean(self, name: str) -> float | None:
         v = self.samples.get(name)
@@ -960,10 +1001,17 @@ def trace_stats(trace: Trace, params: MetricParams | None = None) -> Stats:
     st.n["deaths"] += len(deaths)
     st.n["villages"] += trace.B
     acted, kind, target = performed(trace)
-    mourning_stats(trace, p, st, deaths, acted, kind, target)
-    revenge_stats(trace, p, st, deaths)
+    units = np.zeros((trace.B, len(UNIT_COUNTS)))
+    for b in range(trace.B):  # the rates with an interval, village by village (the units it resamples)
+        village = Stats()
+        mine = [d for d in deaths if d.village == b]
+        mourning_stats(trace, p, village, mine, acted, kind, target)
+        revenge_stats(trace, p, village, mine)
+        fear_stats(trace, p, village, mine)
+        units[b] = [village.n.get(k, 0.0) for k in UNIT_COUNTS]
+        st += village
+    st.units = units
     revenge_accuracy_stats(trace, st, deaths)
-    fear_stats(trace, p, st, deaths)
     news_stats(trace, p, st, deaths)
     consistency_stats(trace, p, st, deaths, acted, kind, target)
     trees = chain_stats(trace, st, deaths)

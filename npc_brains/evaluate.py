@@ -235,12 +235,15 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
 
     result = with_snd(overall.result(), "all")
     result["held_out"] = scalar_view(with_snd(held.result(), "held")) if held.n.get("villages") else None
+    if result["held_out"] is not None:
+        result["held_out"]["intervals"] = held.intervals()
     result["by_scenario"] = {k: scalar_view(with_snd(v.result(), f"s:{k}")) for k, v in by_scenario.items()}
     result["by_world"] = {k: scalar_view(with_snd(v.result(), f"w:{k}")) for k, v in by_world.items()}
     result["held_out_by_size"] = {str(k): scalar_view(with_snd(v.result(), f"n:{k}"))
                                   for k, v in sorted(by_size.items())}
     for k, v in by_size.items():
         result["held_out_by_size"][str(k)]["curves"] = {"news_reach": v.curve("news_reach")}
+        result["held_out_by_size"][str(k)]["intervals"] = v.intervals()
     result["plans"] = plans
     return result
 
@@ -280,6 +283,7 @@ class Check:
     value: float | None
     target: str
     passed: bool | None  # None: not applicable (missing comparison or nothing eligible)
+    interval: list[float] | None = None  # the value's 95% bootstrap interval over the villages, where it has one
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -333,7 +337,8 @@ def target_checks(results: dict[str, Any], main: str) -> dict[str, list[Check]]:
         checks = []
         for metric, limit in TARGETS.items():
             v = m.get(metric)
-            checks.append(Check(metric, v, f">= {limit}", None if v is None else bool(v >= limit)))
+            checks.append(Check(metric, v, f">= {limit}", None if v is None else bool(v >= limit),
+                                (m.get("intervals") or {}).get(metric)))
         for metric in (*RATES, "fear_kept_rate", "fear_fled_rate", "fear_chosen_rate"):
             v, ref = (ri or {}).get(metric), m.get(metric)
             ok = None if v is None or ref is None else bool(v <= ref * TARGET_RANDOM_INIT_SHARE + 1e-12)
@@ -371,14 +376,16 @@ def targets_table(targets: dict[str, list[Check]], main: str) -> str:
     sizes = sorted(targets, key=int)
     if not sizes:
         return ""
-    lines = [f"Targets for {main} (held-out worlds by size; reported, not part of --strict):", "",
+    lines = [f"Targets for {main} (held-out worlds by size; reported, not part of --strict; [low, high]: 95% "
+             "bootstrap interval over the villages run):", "",
              "| check | " + " | ".join(f"{n} NPCs" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for k, check in enumerate(targets[sizes[0]]):
         cells = []
         for n in sizes:
             c = targets[n][k]
             verdict = "n/a" if c.passed is None else ("PASS" if c.passed else "FAIL")
-            cells.append(f"{_fmt(c.value)} {c.target} {verdict}")
+            interval = "" if c.interval is None else f" [{_fmt(c.interval[0])}, {_fmt(c.interval[1])}]"
+            cells.append(f"{_fmt(c.value)}{interval} {c.target} {verdict}")
         lines.append(f"| {check.name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -7,6 +7,7 @@ import pytest
 
 from engine.constants import Action, EntityKind, EventType, Reaction
 from engine.metrics import (
+    UNIT_COUNTS,
     MetricParams,
     Stats,
     Trace,
@@ -583,3 +584,39 @@ def test_rumour_error_makes_hearsay_name_someone_else(error: float) -> None:
         assert r["hearsay_accuracy"] == pytest.approx(1.0)
     else:  # every culprit passed on is garbled, but a hearer can also see the killer for itself
         assert r["hearsay_accuracy"] < 0.5
+
+
+# ------------------------------------------------------------------ intervals
+def units_of(rows: list[dict[str, float]]) -> Stats:
+    """A Stats whose villages have the given counts (every other count zero)."""
+    st = Stats()
+    st.units = np.array([[row.get(k, 0.0) for k in UNIT_COUNTS] for row in rows])
+    return st
+
+
+def test_intervals_resample_villages_and_are_reproducible() -> None:
+    half = units_of([{"revenge_hit": 1, "revenge_eligible": 1}] * 20 + [{"revenge_eligible": 1}] * 20)
+    low, high = half.intervals()["revenge_rate"]
+    assert 0.25 < low < 0.5 < high < 0.75
+    assert half.intervals() == half.intervals()  # a fixed seed: the same runs, the same interval
+    every = units_of([{"mourn_hit": 2, "mourn_eligible": 2}] * 5)
+    assert every.intervals()["mourning_rate"] == [1.0, 1.0]
+    assert every.intervals()["fear_rate"] is None  # nobody eligible
+    assert Stats().intervals()["revenge_rate"] is None
+
+
+def test_a_villages_deaths_stay_together_and_stats_add_their_villages() -> None:
+    b = Builder()
+    for i in (1, 2):
+        b.relate(0, i, 0.8, kin=True)
+        b.learns(i, DEATH_STEP)
+        b.traits[0, i, 1] = 0.9
+    b.event(12, EventType.ATTACK, 1, PLAYER, cause=0)
+    st = trace_stats(b.build(), MetricParams())
+    row = dict(zip(UNIT_COUNTS, st.units[0], strict=True))
+    assert st.units.shape[0] == 1 and row["revenge_hit"] == 1 and row["revenge_eligible"] == 2
+    assert all(row[k] == st.n.get(k, 0.0) for k in UNIT_COUNTS)  # one village: its counts are the totals
+    both = Stats()
+    both += st
+    both += st
+    assert both.units.shape[0] == 2 and both.n["revenge_eligible"] == 4

@@ -69,6 +69,13 @@ def test_held_out_worlds_are_reported_per_size_with_the_targets(tmp_path: Path,
         assert set(sizes) == {"12", "16"}  # generated:12:3 is a training world: not held out
         for metric in ("news_reach_48", "chain_branching", "player_reactions", "hearsay_accuracy"):
             assert metric in sizes["16"]
+        for size in sizes.values():  # each pooled rate with its bootstrap interval around it
+            for metric, interval in size["intervals"].items():
+                if size[metric] is None:
+                    assert interval is None
+                else:
+                    assert interval[0] <= size[metric] <= interval[1], (name, metric)
+    assert "bootstrap interval" in captured.out
     assert data["scripted"]["diversity_ratio"] == pytest.approx(1.0)  # its own SND over its own
     assert data["random"]["diversity_ratio"] == pytest.approx(0.0)
     results = json.loads((tmp_path / "out" / "results.json").read_text())
