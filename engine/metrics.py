@@ -286,6 +286,51 @@ INTERVAL_LEVEL = 0.95
 INTERVAL_RESAMPLES = 2000
 
 
+def bootstrap_weights(villages: int, resamples: int = INTERVAL_RESAMPLES, seed: int = 0) -> np.ndarray:
+    """(resamples, villages): how many times each village is drawn in each bootstrap resample."""
+    if villages == 0:
+        return np.zeros((resamples, 0))
+    return np.random.default_rng(seed).multinomial(villages, np.full(villages, 1 / villages), size=resamples)
+
+
+def rate_draws(units: np.ndarray, weights: np.ndarray) -> dict[str, np.ndarray | None]:
+    """Each INTERVAL_RATES rate, pooled over the villages as weighted by each row of `weights` (bootstrap
+    resamples): {rate: (resamples,) with nan where a resample has nobody eligible}, None where no village has."""
+    col = {k: j for j, k in enumerate(UNIT_COUNTS)}
+    sums = weights @ units  # (resamples, counts)
+    out: dict[str, np.ndarray | None] = {}
+    for rate, (num, den) in INTERVAL_RATES.items():
+        if units[:, col[den]].sum() <= 0:
+            out[rate] = None
+            continue
+        d = sums[:, col[den]]
+        out[rate] = np.divide(sums[:, col[num]], d, out=np.full(len(d), np.nan), where=d > 0)
+    return out
+
+
+def percentile_interval(draws: np.ndarray | None, level: float = INTERVAL_LEVEL) -> list[float] | None:
+    """[low, high] holding `level` of the bootstrap draws (nan draws left out); None without draws."""
+    if draws is None or not np.isfinite(draws).any():
+        return None
+    tail = 100 * (1 - level) / 2
+    low, high = np.nanpercentile(draws, [tail, 100 - tail])
+    return [float(low), float(high)]
+
+
+def paired_intervals(a: Stats, b: Stats, resamples: int = INTERVAL_RESAMPLES, level: float = INTERVAL_LEVEL,
+                     seed: int = 0) -> dict[str, list[float] | None]:
+    """Bootstrap intervals of each INTERVAL_RATES rate of `a` minus `b`, where a and b hold the same villages in
+    the same order (two policies on the same scenario runs and seeds): each resample draws the same villages for
+    both, so what the villages share (who was killed, who saw it) cancels out of the difference."""
+    if a.units.shape != b.units.shape:
+        raise ValueError(f"paired_intervals: {a.units.shape[0]} villages against {b.units.shape[0]}; expected the "
+                         "same villages in the same order")
+    weights = bootstrap_weights(len(a.units), resamples, seed)
+    da, db = rate_draws(a.units, weights), rate_draws(b.units, weights)
+    return {rate: None if da[rate] is None or db[rate] is None else percentile_interval(da[rate] - db[rate], level)
+            for rate in INTERVAL_RATES}
+
+
 class Stats:
     """Additive counts and samples from one or more traces; `result()` turns them into metrics."""
 
@@ -345,22 +390,8 @@ class Stats:
         each bringing all its deaths): {rate: [low, high]}, None where nothing was eligible. A fixed seed, so the
         same runs give the same intervals. They measure the simulation's chance (which villages and seeds were
         drawn), not how the figures would move on other worlds."""
-        units = self.units
-        out: dict[str, list[float] | None] = dict.fromkeys(INTERVAL_RATES)
-        if not len(units):
-            return out
-        weights = np.random.default_rng(seed).multinomial(len(units), np.full(len(units), 1 / len(units)),
-                                                          size=resamples)
-        sums = weights @ units  # (resamples, counts)
-        col = {k: j for j, k in enumerate(UNIT_COUNTS)}
-        tail = 100 * (1 - level) / 2
-        for rate, (num, den) in INTERVAL_RATES.items():
-            d = sums[:, col[den]]
-            if units[:, col[den]].sum() <= 0:
-                continue
-            r = sums[:, col[num]][d > 0] / d[d > 0]
-            out[rate] = [float(np.percentile(r, tail)), float(np.percentile(r, 100 - tail))]
-        return out
+        draws = rate_draws(self.units, bootstrap_weights(len(self.units), resamples, seed))
+        return {rate: percentile_interval(d, level) for rate, d in draws.items()}
 
     def mean(self, name: str) -> float | None:
         v = self.samples.get(name)

@@ -13,6 +13,7 @@ from engine.metrics import (
     Trace,
     TraceRecorder,
     entropy,
+    paired_intervals,
     performed,
     summarize,
     system_neural_diversity,
@@ -620,3 +621,14 @@ def test_a_villages_deaths_stay_together_and_stats_add_their_villages() -> None:
     both += st
     both += st
     assert both.units.shape[0] == 2 and both.n["revenge_eligible"] == 4
+
+
+def test_paired_intervals_draw_the_same_villages_for_both() -> None:
+    mixed = units_of([{"revenge_hit": 1, "revenge_eligible": 1}] * 10 + [{"revenge_eligible": 1}] * 10)
+    assert paired_intervals(mixed, mixed)["revenge_rate"] == [0.0, 0.0]  # the same villages: no difference at all
+    every = units_of([{"revenge_hit": 1, "revenge_eligible": 1}] * 20)
+    low, high = paired_intervals(every, mixed)["revenge_rate"]
+    assert 0.25 < low < 0.5 < high < 0.75
+    assert paired_intervals(every, mixed)["fear_rate"] is None  # nobody eligible
+    with pytest.raises(ValueError, match="same villages"):
+        paired_intervals(every, units_of([{"revenge_eligible": 1}] * 3))

@@ -1,14 +1,17 @@
 """The policy probes in bench/ count exactly what the emergence metrics count, and reject bad flags in one line."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
 
 from engine.constants import EventType
-from engine.metrics import MetricParams, summarize, timid_witnesses, trigger_deaths
+from engine.metrics import INTERVAL_RATES, MetricParams, summarize, timid_witnesses, trigger_deaths
 from engine.scenarios import load_scenario, run_scenario
+from npc_brains import load_policy
 from npc_brains.baselines import ScriptedPolicy
+from npc_brains.evaluate import EvalSpec, evaluate
 from worlds import load_world
 
 
@@ -67,6 +70,29 @@ def test_the_revenge_probe_counts_what_the_revenge_metric_counts(bench_script):
         "close aggressive timid", 0) >= counts["revenge_hit"] > 0
     assert out["killer_lived"]["killed"] <= len(trigger_deaths(run_scenario(ScriptedPolicy(seed=0), scenario, world,
                                                                             villages=6, seed=2)))
+    # the bound: whoever struck could have; nobody counts twice
+    assert counts["revenge_hit"] <= sum(out["could_strike"].values()) <= counts["revenge_eligible"]
+
+
+def test_the_paired_comparison_reports_what_village_eval_measures(bench_script, capsys):
+    """paired_eval: A's and B's rates are `village eval`'s on the same runs; a policy against itself differs by
+    exactly nothing in every resample."""
+    bench = bench_script("paired_eval")
+    flags = ["--worlds", "village-v1", "--scenarios", "kill-parent,kill-in-square", "--seeds", "4", "--quiet",
+             "--json"]
+    assert bench.main(["--a", "scripted", "--b", "random", *flags]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["by_size"]
+    spec = EvalSpec([load_scenario("kill-parent"), load_scenario("kill-in-square")],
+                    [("village-v1", load_world("village-v1"))], villages=4, seed=0)
+    ref = evaluate([("scripted", load_policy("scripted", seed=0)), ("random", load_policy("random", seed=0))], spec)
+    (size,) = out
+    for rate in INTERVAL_RATES:
+        assert out[size][rate]["a"] == ref["scripted"][rate]
+        assert out[size][rate]["b"] == ref["random"][rate]
+    assert out[size]["revenge_rate"]["diff_interval"][0] > 0  # the rules avenge; random actions seldom do
+    assert bench.main(["--a", "scripted", "--b", "scripted", *flags]) == 0
+    same = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["by_size"][size]
+    assert all(r["diff_interval"] in ([0.0, 0.0], None) for r in same.values())
 
 
 def test_the_what_if_plays_match_the_metrics_until_steered_and_steer_after(bench_script):
@@ -117,6 +143,9 @@ def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
     ("flight_probe", ["--villages", "0"], "--villages"),
     ("flight_value", ["--steer", "0"], "--steer"),
     ("revenge_probe", ["--scenarios", "no-such-scenario"], "no-such-scenario"),
+    ("paired_eval", ["--a", "scripted", "--seeds", "0"], "--seeds"),
+    ("paired_eval", ["--a", "no-such-policy.pt"], "no-such-policy.pt"),
+    ("paired_eval", ["--a", "scripted", "--worlds", "no-such-world"], "no-such-world"),
     ("news_channels", ["--villages", "0"], "--villages"),
     ("chain_anatomy", ["--world", "no-such-world"], "no-such-world"),
     ("diversity_probe", ["--rows-from", "nobody"], "--rows-from"),

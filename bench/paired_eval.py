@@ -1,0 +1,151 @@
+"""Two policies on the same villages: each targeted rate per world size, and their difference with a paired interval.
+
+Judging a change (a lever, a seed, another algorithm) by two `village eval` runs compares two figures that each
+move by chance by about as much as most changes do (docs/emergence.md, "Thirty-first session"). Here both policies
+play the same scenario runs with the same simulation seeds, villages are resampled together, and what the villages
+share (who was killed, who saw it, who is kin) cancels out of the difference. Prints, per world size, each rate of
+A and of B with its 95% bootstrap interval over the villages, and A - B with its paired interval; a difference
+whose interval excludes 0 is marked.
+
+    python bench/paired_eval.py --a runs/x/policy.pt --b default --worlds generated:24:10000,generated:96:10000
+    python bench/paired_eval.py --a mappo --b default --seeds 32 --json
+
+The worlds default to the issue round's sweep (`village eval --sweep`: two held-out worlds of 12, 24, 48 and 96
+NPCs). `--tuning FIELD=VALUE` (repeatable) changes both policies' worlds alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--a", required=True, help="policy A: a policy file, default, mappo, scripted or random")
+    parser.add_argument("--b", default="default", help="policy B, the reference (default: %(default)s)")
+    parser.add_argument("--worlds", default=None,
+                        help="comma-separated world ids, world files or generated:N:SEED (default: the sweep's)")
+    parser.add_argument("--scenarios", default="all", help="comma-separated scenario ids, or all (default: all)")
+    parser.add_argument("--seeds", type=int, default=32, help="villages per scenario and world (default: 32)")
+    parser.add_argument("--seed", type=int, default=0, help="base simulation seed (default: 0)")
+    parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
+                        help="engine field changed on top of each policy's own world (repeatable)")
+    parser.add_argument("--json", action="store_true", help="last line: one JSON object")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
+    args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f"--seeds must be at least 1, got {args.seeds}")
+    if args.seed < 0:
+        parser.error(f"--seed must be at least 0, got {args.seed}")
+    args.parser = parser
+    return args
+
+
+def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], Any]:
+    """([(name, policy) for A and B], EvalSpec) from the flags; a bad flag exits with a one-line error."""
+    from engine.scenarios import bundled_scenarios, load_scenario
+    from engine.vec_env import resolve_world
+    from npc_brains import PolicyError, load_policy, policy_tuning
+    from npc_brains.evaluate import SWEEP_WORLDS, EvalSpec
+    from village.cli import UserError
+    from village.cmd_eval import _override_tuning
+
+    try:
+        labels = list(SWEEP_WORLDS) if args.worlds is None else [w.strip() for w in args.worlds.split(",")]
+        worlds = [(label, resolve_world(label)) for label in labels]
+        names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
+        scenarios = [load_scenario(name) for name in names]
+        policies = [(f"A ({args.a})", load_policy(args.a, seed=args.seed)),
+                    (f"B ({args.b})", load_policy(args.b, seed=args.seed))]
+        tunings = [policy_tuning(policy) for _, policy in policies]
+        learned = next((t for t in tunings if t is not None), None)
+        for (_, policy), tuning in zip(policies, tunings, strict=True):
+            if tuning is None and learned is not None:  # rules and random actions have no world of their own
+                policy.tuning = learned
+        if args.tuning:
+            _override_tuning(policies, args.tuning)
+    except (UserError, PolicyError, ValueError, OSError) as exc:  # bad world, scenario, policy or tuning flag
+        args.parser.error(str(exc))
+    return policies, EvalSpec(scenarios, worlds, villages=args.seeds, seed=args.seed)
+
+
+def by_size(policy: Any, spec: Any, on_cell: Any) -> dict[int, Any]:
+    """{NPCs: Stats} of the policy over every scenario x world, the worlds pooled by size, cells in a fixed order."""
+    from engine.metrics import Stats
+    from npc_brains.evaluate import evaluate_cell
+
+    out: dict[int, Any] = {}
+    for si in range(len(spec.scenarios)):
+        for wi, (_label, world) in enumerate(spec.worlds):
+            cell = evaluate_cell(policy, spec, si, wi)
+            on_cell()
+            size = len(world.npcs)
+            st = out.setdefault(size, Stats())
+            if cell.stats is not None:  # None: a scenario this world cannot run, skipped alike for both policies
+                st += cell.stats
+    return out
+
+
+def compare(stats_a: dict[int, Any], stats_b: dict[int, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{size: {rate: {a, a_interval, b, b_interval, diff, diff_interval}}}."""
+    from engine.metrics import INTERVAL_RATES, paired_intervals
+
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for size in sorted(stats_a):
+        a, b = stats_a[size], stats_b[size]
+        ra, rb = a.result(), b.result()
+        ia, ib, diff = a.intervals(), b.intervals(), paired_intervals(a, b)
+        out[str(size)] = {
+            rate: {"a": ra[rate], "a_interval": ia[rate], "b": rb[rate], "b_interval": ib[rate],
+                   "diff": None if ra[rate] is None or rb[rate] is None else ra[rate] - rb[rate],
+                   "diff_interval": diff[rate]}
+            for rate in INTERVAL_RATES
+        }
+    return out
+
+
+def fmt(value: float | None, interval: list[float] | None, sign: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    text = f"{value:+.3f}" if sign else f"{value:.3f}"
+    if interval is None:
+        return text
+    low, high = interval
+    return f"{text} [{low:+.3f}, {high:+.3f}]" if sign else f"{text} [{low:.3f}, {high:.3f}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    policies, spec = load(args)
+    from tqdm import tqdm
+
+    cells = len(spec.scenarios) * len(spec.worlds)
+    with tqdm(total=2 * cells, unit="run", file=sys.stderr, disable=args.quiet, leave=False) as bar:
+        stats = [by_size(policy, spec, bar.update) for _, policy in policies]
+    table = compare(*stats)
+    (name_a, _), (name_b, _) = policies
+    print(f"{name_a} against {name_b} on the same villages: {len(spec.scenarios)} scenarios x "
+          f"{', '.join(label for label, _ in spec.worlds)} x {spec.villages} seeds (seed {spec.seed}); "
+          "[low, high]: 95% bootstrap intervals over the villages, A - B's paired; * its interval excludes 0")
+    print()
+    print("| NPCs | rate | A | B | A - B |")
+    print("|---:|---|---:|---:|---:|")
+    for size, rates in table.items():
+        for rate, r in rates.items():
+            d = r["diff_interval"]
+            mark = " *" if d is not None and (d[0] > 0 or d[1] < 0) else ""
+            print(f"| {size} | {rate} | {fmt(r['a'], r['a_interval'])} | {fmt(r['b'], r['b_interval'])} | "
+                  f"{fmt(r['diff'], d, sign=True)}{mark} |")
+    if args.json:
+        print(json.dumps({"a": args.a, "b": args.b, "by_size": table}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
