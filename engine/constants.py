@@ -228,6 +228,9 @@ class Tuning:
     hunt_afraid_only: bool = False  # True (with hunt_afraid > 0): those who fear him are his only prey; with none of
     # them in sight his next hunt waits (a rampage roams on, a later killing takes its planned victim), so standing up
     # to him is no danger. False: with nobody afraid in sight, the nearest villager
+    hunt_spares_chargers: bool = False  # True (with hunt_afraid > 0): a villager charging him (ATTACK on him) does
+    # not count as afraid when he picks his prey, however much it fears him: he goes for those who cower, so a
+    # timid avenger who charges is no likelier prey than a bold one
     work_energy_factor: float = 1.5  # energy drains this much faster while working
     talk_gain: float = 0.2
     work_output: float = 0.012  # granary fraction per worker-tick at diligence 1

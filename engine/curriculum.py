@@ -20,7 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from engine.body import nearest_villager
-from engine.constants import ActorMode
+from engine.constants import Action, ActorMode
 from engine.village import Village
 
 MAX_KILLS = 3  # scheduled killings per village in the `mixed` curriculum
@@ -179,11 +179,14 @@ class KillingCurriculum:
 
 def killer_prey(v: Village, villages: np.ndarray, e: int) -> tuple[np.ndarray, np.ndarray]:
     """The villager killer e goes for next in each of `villages`, and its distance: the nearest one in his sight
-    who fears him (fear >= Tuning.hunt_afraid) when that is on and there is one, else the nearest (with
-    Tuning.hunt_afraid_only, else nobody: distance inf)."""
+    who fears him (fear >= Tuning.hunt_afraid; with Tuning.hunt_spares_chargers, not charging him) when that is on
+    and there is one, else the nearest (with Tuning.hunt_afraid_only, else nobody: distance inf)."""
     if v.t.hunt_afraid <= 0:
         return nearest_villager(v, villages, e)
-    afraid = v.state.fear[villages, :v.N, e] >= v.t.hunt_afraid
+    s = v.state
+    afraid = s.fear[villages, :v.N, e] >= v.t.hunt_afraid
+    if v.t.hunt_spares_chargers:
+        afraid &= ~((s.activity[villages, :v.N] == Action.ATTACK) & (s.target[villages, :v.N] == e))
     prey_afraid, dist_afraid = nearest_villager(v, villages, e, among=afraid)
     if v.t.hunt_afraid_only:
         return prey_afraid, dist_afraid

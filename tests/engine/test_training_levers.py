@@ -606,6 +606,32 @@ def test_a_loose_killer_can_go_for_those_who_fear_him(village):
         assert [c.target for c in sim.commands] == [2]
 
 
+def test_a_killer_can_spare_those_who_charge_him(village):
+    """hunt_spares_chargers: an afraid villager charging the killer (ATTACK on him) is not counted as afraid when he
+    picks his prey, so he takes a farther one who cowers; off, the nearest afraid one, charging or not."""
+    for spare in (False, True):
+        sim = VillageSim(village, 1, seed=2, scenario="mixed",
+                         tuning=Tuning(hunt_nearest=True, hunt_afraid=0.3, hunt_spares_chargers=spare))
+        s, player, m, d, N = sim.state, sim.player, sim.player - sim.N, sim.driver, sim.N
+        far = s.pos[0, :N].max(0) + 3 * sim.w.sight_radius[0]
+        s.pos[0, 2], s.pos[0, 3] = far, far + np.array([0.0, 1.0])
+        s.pos[0, player] = far + np.array([0.0, -0.5])  # NPC 2 is nearest, NPC 3 a little farther
+        s.fear[0, :, player] = 0.0
+        s.fear[0, [2, 3], player] = 0.5  # both fear him
+        s.activity[0, 2], s.target[0, 2] = Action.ATTACK, player  # NPC 2 charges him
+        d.kill_tick[0] = [-1, s.tick[0], -1]
+        d.kill_victim[0] = [-1, 7, -1]
+        s.actor_mode[0, m] = ActorMode.IDLE
+        sim.commands.clear()
+        d.before_tick(sim)
+        assert [c.target for c in sim.commands] == [3 if spare else 2]
+        s.target[0, 2] = 5  # an attack on someone else is no charge at him: NPC 2 is the nearest afraid again
+        sim.commands.clear()
+        d.before_tick(sim)
+        assert [c.target for c in sim.commands] == [2]
+    assert Tuning().hunt_spares_chargers is False
+
+
 def test_a_rampaging_killer_can_hunt_again_from_the_scene_at_once(village):
     """rampage_linger=0: the tick after his killing, a rampaging killer orders the next one, on the villager in
     his sight who fears him (hunt_afraid); off (-1) he lingers over the body and gives no order."""
