@@ -582,53 +582,51 @@ def test_with_a_wake_the_body_is_carried_home_and_mourners_go_there(village):
         assert s.activity[0, mourner] == Action.MOURN and np.allclose(s.dest[0, mourner], where)
 
 
+def _killer_beside_two(village, tuning: Tuning) -> VillageSim:
+    """A sim whose loose killer stands apart with NPC 2 nearest him and NPC 3 a little farther, nobody afraid yet,
+    and his next killing due now (its planned victim NPC 7)."""
+    sim = VillageSim(village, 1, seed=2, scenario="mixed", tuning=tuning)
+    s, player, d, N = sim.state, sim.player, sim.driver, sim.N
+    far = s.pos[0, :N].max(0) + 3 * sim.w.sight_radius[0]  # away from everyone else
+    s.pos[0, 2], s.pos[0, 3] = far, far + np.array([0.0, 1.0])
+    s.pos[0, player] = far + np.array([0.0, -0.5])
+    s.fear[0, :, player] = 0.0
+    d.kill_tick[0] = [-1, s.tick[0], -1]
+    d.kill_victim[0] = [-1, 7, -1]
+    s.actor_mode[0, player - N] = ActorMode.IDLE
+    return sim
+
+
+def _next_prey(sim: VillageSim) -> list[int]:
+    sim.commands.clear()
+    sim.driver.before_tick(sim)
+    return [c.target for c in sim.commands]
+
+
 def test_a_loose_killer_can_go_for_those_who_fear_him(village):
     """hunt_afraid: the next prey is the nearest villager in the killer's sight whose fear of him reaches the
     threshold (a farther one who fears him beats a nearer one who does not); with nobody afraid in sight, the
     nearest; off, the nearest whatever the fear."""
     for threshold in (0.0, 0.3):
-        sim = VillageSim(village, 1, seed=2, scenario="mixed", tuning=Tuning(hunt_nearest=True, hunt_afraid=threshold))
-        s, player, m, d, N = sim.state, sim.player, sim.player - sim.N, sim.driver, sim.N
-        far = s.pos[0, :N].max(0) + 3 * sim.w.sight_radius[0]  # away from everyone else
-        s.pos[0, 2], s.pos[0, 3] = far, far + np.array([0.0, 1.0])
-        s.pos[0, player] = far + np.array([0.0, -0.5])  # NPC 2 is nearest, NPC 3 a little farther
-        s.fear[0, :, player] = 0.0
+        sim = _killer_beside_two(village, Tuning(hunt_nearest=True, hunt_afraid=threshold))
+        s, player = sim.state, sim.player
         s.fear[0, 3, player] = 0.5  # only NPC 3 fears him
-        d.kill_tick[0] = [-1, s.tick[0], -1]
-        d.kill_victim[0] = [-1, 7, -1]
-        s.actor_mode[0, m] = ActorMode.IDLE
-        sim.commands.clear()
-        d.before_tick(sim)
-        assert [c.target for c in sim.commands] == [3 if threshold else 2]
+        assert _next_prey(sim) == [3 if threshold else 2]
         s.fear[0, 3, player] = 0.1  # below the threshold: nobody in sight is afraid enough, so the nearest
-        sim.commands.clear()
-        d.before_tick(sim)
-        assert [c.target for c in sim.commands] == [2]
+        assert _next_prey(sim) == [2]
 
 
 def test_a_killer_can_spare_those_who_charge_him(village):
     """hunt_spares_chargers: an afraid villager charging the killer (ATTACK on him) is not counted as afraid when he
     picks his prey, so he takes a farther one who cowers; off, the nearest afraid one, charging or not."""
     for spare in (False, True):
-        sim = VillageSim(village, 1, seed=2, scenario="mixed",
-                         tuning=Tuning(hunt_nearest=True, hunt_afraid=0.3, hunt_spares_chargers=spare))
-        s, player, m, d, N = sim.state, sim.player, sim.player - sim.N, sim.driver, sim.N
-        far = s.pos[0, :N].max(0) + 3 * sim.w.sight_radius[0]
-        s.pos[0, 2], s.pos[0, 3] = far, far + np.array([0.0, 1.0])
-        s.pos[0, player] = far + np.array([0.0, -0.5])  # NPC 2 is nearest, NPC 3 a little farther
-        s.fear[0, :, player] = 0.0
+        sim = _killer_beside_two(village, Tuning(hunt_nearest=True, hunt_afraid=0.3, hunt_spares_chargers=spare))
+        s, player = sim.state, sim.player
         s.fear[0, [2, 3], player] = 0.5  # both fear him
         s.activity[0, 2], s.target[0, 2] = Action.ATTACK, player  # NPC 2 charges him
-        d.kill_tick[0] = [-1, s.tick[0], -1]
-        d.kill_victim[0] = [-1, 7, -1]
-        s.actor_mode[0, m] = ActorMode.IDLE
-        sim.commands.clear()
-        d.before_tick(sim)
-        assert [c.target for c in sim.commands] == [3 if spare else 2]
+        assert _next_prey(sim) == [3 if spare else 2]
         s.target[0, 2] = 5  # an attack on someone else is no charge at him: NPC 2 is the nearest afraid again
-        sim.commands.clear()
-        d.before_tick(sim)
-        assert [c.target for c in sim.commands] == [2]
+        assert _next_prey(sim) == [2]
     assert Tuning().hunt_spares_chargers is False
 
 
