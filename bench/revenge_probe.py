@@ -9,7 +9,9 @@ the timid avengers both to run and to strike. Then who struck the killer: the bl
 window after each killing, by whether the striker was a close relation of the victim, aggressive (the avengers'
 threshold) and timid; and how many steps the killer lived after the killing. "could have struck" bounds the hits
 from above: the avengers who, charging straight from where they learned the culprit, would have reached him alive
-within the window.
+within the window. "also timid witnesses" counts the avengers who are also `fear_chosen_rate`'s witnesses of the
+same death (timid, they saw it): the two targets ask those villagers for a blow within 24 ticks and for a flight
+kept for 24, and the line says which each one gave.
 
     python bench/revenge_probe.py --policy default
     python bench/revenge_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
@@ -35,10 +37,18 @@ sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).
 from _probe_common import add_probe_args, add_untrained_arg, course, print_courses, run_probe  # noqa: E402
 
 from engine.constants import Action, EventType, Trait  # noqa: E402
-from engine.metrics import MetricParams, close_relations, revenge_candidates, trigger_deaths  # noqa: E402
+from engine.metrics import (  # noqa: E402
+    MetricParams,
+    chosen_flights,
+    close_relations,
+    revenge_candidates,
+    trigger_deaths,
+)
 
 SCENARIOS = "kill-at-night,kill-fighter,kill-in-square,kill-loner,kill-parent,kill-rival,repeated-killings"
 OUTCOMES = ("hit", "killer_died_first", "chose_attack_missed", "fled_or_hid", "other")
+# an avenger who is also one of `fear_chosen_rate`'s timid witnesses of the same death: what it did for each target
+SHARED = ("struck, chose a flight", "struck, no chosen flight", "no blow, chose a flight", "no blow, no chosen flight")
 
 
 def classify(trace: Any, b: int, i: int, k: int, start: int, window: int) -> tuple[str, list[int]]:
@@ -109,15 +119,19 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     first: collections.Counter = collections.Counter()
     strikers: collections.Counter = collections.Counter()
     lived: list[int] = []
+    shared = dict.fromkeys(SHARED, 0)
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
                              tuning=tuning, on_tick=on_tick)
         for d in trigger_deaths(trace):
             b, k = d.village, d.killer
+            flights = chosen_flights(trace, p, d)
             for i, start, eligible in revenge_candidates(trace, p, d)[1]:
                 if not eligible:
                     continue
                 outcome, acts = classify(trace, b, i, k, start, p.revenge_window)
+                if i in flights:
+                    shared[SHARED[2 * (outcome != "hit") + (not flights[i])]] += 1
                 group = "timid" if trace.traits[b, i, Trait.BRAVERY] <= p.timid else "bold"
                 out[group][outcome] += 1
                 reachable[group] += could_strike(trace, b, i, k, start, p.revenge_window, tuning)
@@ -128,6 +142,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
             if len(dead):
                 lived.append(int(dead[0]))
     out["could_strike"] = reachable
+    out["also_fear_witnesses"] = shared
     out["first_activities_of_misses"] = dict(first.most_common(8))
     out["blows_on_killer"] = dict(strikers.most_common())
     out["killer_lived"] = {"killed": len(lived), "median_steps": float(np.median(lived)) if lived else None}
@@ -150,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {group:5s} (bravery {'<=' if group == 'timid' else '>'} {timid}): {n} eligible, hit rate {rate}; "
               + ", ".join(f"{o} {counts[o]}" for o in OUTCOMES)
               + f"; could have struck {out['could_strike'][group]}")
+    both = out["also_fear_witnesses"]
+    print(f"  also timid witnesses counted by fear_chosen_rate: {sum(both.values())}; "
+          + ", ".join(f"{key} {n}" for key, n in both.items()))
     print("  misses' first four activities:")
     print_courses(out["first_activities_of_misses"])
     blows = out["blows_on_killer"]

@@ -683,7 +683,7 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
                 st.samples["fear_latency"].append(float(t1 - (d.step + 1)))
                 # safe because the culprit died (often at the witnesses' own hands), not by a flight
                 st.n["fear_hit_culprit_dead"] += int(not trace.alive[t1, b, k])
-            if d.step + 1 + p.fear_window + p.fear_keep - 1 > T:
+            if not kept_window_fits(trace, p, d):
                 continue
             st.n["fear_kept_eligible"] += 1  # fled and kept away: the same flight, held for fear_keep ticks
             t_kept = reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist)
@@ -693,6 +693,24 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             # fled from a living killer and kept away: a crowd's revenge does not make the witness's safety
             st.n["fear_fled_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
                                                         threat_alive=True, dist=dist) >= 0)
+
+
+def kept_window_fits(trace: Trace, p: MetricParams, d: Death) -> bool:
+    """Whether a flight after death d, held for `fear_keep` ticks, fits in the episode (`fear_kept_rate`,
+    `fear_fled_rate` and `fear_chosen_rate` count a witness only then)."""
+    return d.step + 1 + p.fear_window + p.fear_keep - 1 <= trace.ticks
+
+
+def chosen_flights(trace: Trace, p: MetricParams, d: Death) -> dict[int, bool]:
+    """`fear_chosen_rate`'s witnesses of death d, each with whether it kept away after a flight it chose."""
+    if not kept_window_fits(trace, p, d):
+        return {}
+    b, k, safe = d.village, d.killer, trace.safe_distance[d.village]
+    out = {}
+    for i, dist in timid_witnesses(trace, p, d):
+        t_kept = reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist)
+        out[i] = bool(t_kept >= 0 and chose_flight(trace, b, i, k, d.step + 1, t_kept))
+    return out
 
 
 def chose_flight(trace: Trace, b: int, i: int, k: int, start: int, t1: int) -> bool:

@@ -9,6 +9,7 @@ import pytest
 from engine.constants import EventType
 from engine.metrics import INTERVAL_RATES, MetricParams, summarize, timid_witnesses, trigger_deaths
 from engine.scenarios import load_scenario, run_scenario
+from engine.vec_env import resolve_world
 from npc_brains import load_policy
 from npc_brains.baselines import ScriptedPolicy
 from npc_brains.evaluate import EvalSpec, evaluate
@@ -72,6 +73,19 @@ def test_the_revenge_probe_counts_what_the_revenge_metric_counts(bench_script):
                                                                             villages=6, seed=2)))
     # the bound: whoever struck could have; nobody counts twice
     assert counts["revenge_hit"] <= sum(out["could_strike"].values()) <= counts["revenge_eligible"]
+
+
+def test_the_revenge_probe_finds_the_avengers_fear_also_counts(bench_script):
+    """An avenger who is also one of fear_chosen_rate's timid witnesses is counted once, in both metrics' counts,
+    with a blow only if the revenge metric counts one and a chosen flight only if the fear metric does."""
+    bench = bench_script("revenge_probe")
+    world, scenario = resolve_world("generated:12:10001"), load_scenario("kill-in-square")
+    out = bench.probe(ScriptedPolicy(seed=0), world, [scenario], villages=6, seed=2)
+    counts = summarize([run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=6, seed=2)])["counts"]
+    shared = out["also_fear_witnesses"]
+    assert 0 < sum(shared.values()) <= min(counts["revenge_eligible"], counts["fear_kept_eligible"])
+    assert 0 < shared["struck, chose a flight"] + shared["struck, no chosen flight"] <= counts["revenge_hit"]
+    assert 0 < shared["struck, chose a flight"] + shared["no blow, chose a flight"] <= counts["fear_chosen_hit"]
 
 
 def test_the_paired_comparison_reports_what_village_eval_measures(bench_script, capsys):
