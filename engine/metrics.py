@@ -686,10 +686,9 @@ def fear_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) ->
             if not kept_window_fits(trace, p, d):
                 continue
             st.n["fear_kept_eligible"] += 1  # fled and kept away: the same flight, held for fear_keep ticks
-            t_kept = reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist)
-            st.n["fear_kept_hit"] += int(t_kept >= 0)
-            # kept away by a flight it chose: FLEE from the culprit on the way to safety, not a walk to the tavern
-            st.n["fear_chosen_hit"] += int(t_kept >= 0 and chose_flight(trace, b, i, k, d.step + 1, t_kept))
+            kept, chosen = kept_away(trace, p, d, i, dist)
+            st.n["fear_kept_hit"] += int(kept)
+            st.n["fear_chosen_hit"] += int(chosen)
             # fled from a living killer and kept away: a crowd's revenge does not make the witness's safety
             st.n["fear_fled_hit"] += int(reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep,
                                                         threat_alive=True, dist=dist) >= 0)
@@ -701,16 +700,20 @@ def kept_window_fits(trace: Trace, p: MetricParams, d: Death) -> bool:
     return d.step + 1 + p.fear_window + p.fear_keep - 1 <= trace.ticks
 
 
+def kept_away(trace: Trace, p: MetricParams, d: Death, i: int, dist: np.ndarray) -> tuple[bool, bool]:
+    """Whether witness i of death d (`dist`: its distance from the culprit per state) kept away for `fear_keep`
+    ticks (`fear_kept_rate`), and did so after a flight it chose (`fear_chosen_rate`)."""
+    b, k = d.village, d.killer
+    t_kept = reached_safety(trace, b, i, k, d.step + 1, trace.safe_distance[b], p, p.fear_keep, dist=dist)
+    # kept away by a flight it chose: FLEE from the culprit on the way to safety, not a walk to the tavern
+    return t_kept >= 0, bool(t_kept >= 0 and chose_flight(trace, b, i, k, d.step + 1, t_kept))
+
+
 def chosen_flights(trace: Trace, p: MetricParams, d: Death) -> dict[int, bool]:
     """`fear_chosen_rate`'s witnesses of death d, each with whether it kept away after a flight it chose."""
     if not kept_window_fits(trace, p, d):
         return {}
-    b, k, safe = d.village, d.killer, trace.safe_distance[d.village]
-    out = {}
-    for i, dist in timid_witnesses(trace, p, d):
-        t_kept = reached_safety(trace, b, i, k, d.step + 1, safe, p, p.fear_keep, dist=dist)
-        out[i] = bool(t_kept >= 0 and chose_flight(trace, b, i, k, d.step + 1, t_kept))
-    return out
+    return {i: kept_away(trace, p, d, i, dist)[1] for i, dist in timid_witnesses(trace, p, d)}
 
 
 def chose_flight(trace: Trace, b: int, i: int, k: int, start: int, t1: int) -> bool:

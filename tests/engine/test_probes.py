@@ -76,8 +76,8 @@ def test_the_revenge_probe_counts_what_the_revenge_metric_counts(bench_script):
 
 
 def test_the_revenge_probe_finds_the_avengers_fear_also_counts(bench_script):
-    """An avenger who is also one of fear_chosen_rate's timid witnesses is counted once, in both metrics' counts,
-    with a blow only if the revenge metric counts one and a chosen flight only if the fear metric does."""
+    """The avengers who are also fear_chosen_rate's timid witnesses: no more than either metric counts, their blows
+    within the revenge hits and their chosen flights within the fear metric's."""
     bench = bench_script("revenge_probe")
     world, scenario = resolve_world("generated:12:10001"), load_scenario("kill-in-square")
     out = bench.probe(ScriptedPolicy(seed=0), world, [scenario], villages=6, seed=2)
