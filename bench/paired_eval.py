@@ -11,7 +11,10 @@ whose interval excludes 0 is marked.
     python bench/paired_eval.py --a mappo --b default --seeds 32 --json
 
 The worlds default to the issue round's sweep (`village eval --sweep`: two held-out worlds of 12, 24, 48 and 96
-NPCs). `--tuning FIELD=VALUE` (repeatable) changes both policies' worlds alike.
+NPCs). `--worlds validation` plays two worlds of each of those sizes that are neither trained on nor held out
+(generated:N:5000 and 5001): choose between candidates there, and measure only the chosen one on the sweep, so the
+sweep's figures are not the best of several draws. `--tuning FIELD=VALUE` (repeatable) changes both policies'
+worlds alike.
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--a", required=True, help="policy A: a policy file, default, mappo, scripted or random")
     parser.add_argument("--b", default="default", help="policy B, the reference (default: %(default)s)")
-    parser.add_argument("--worlds", default=None,
-                        help="comma-separated world ids, world files or generated:N:SEED (default: the sweep's)")
+    parser.add_argument("--worlds", default="sweep",
+                        help="comma-separated world ids, world files or generated:N:SEED; sweep (the held-out "
+                             "sweep's) or validation (to choose between policies) (default: sweep)")
     parser.add_argument("--scenarios", default="all", help="comma-separated scenario ids, or all (default: all)")
     parser.add_argument("--seeds", type=int, default=32, help="villages per scenario and world (default: 32)")
     parser.add_argument("--seed", type=int, default=0, help="base simulation seed (default: 0)")
@@ -52,12 +56,13 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], Any]:
     from engine.scenarios import bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
     from npc_brains import PolicyError, load_policy, policy_tuning
-    from npc_brains.evaluate import SWEEP_WORLDS, EvalSpec
+    from npc_brains.evaluate import SWEEP_WORLDS, VALIDATION_WORLDS, EvalSpec
     from village.cli import UserError
     from village.cmd_eval import _override_tuning
 
     try:
-        labels = list(SWEEP_WORLDS) if args.worlds is None else [w.strip() for w in args.worlds.split(",")]
+        named = {"sweep": SWEEP_WORLDS, "validation": VALIDATION_WORLDS}
+        labels = list(named.get(args.worlds, [w.strip() for w in args.worlds.split(",")]))
         worlds = [(label, resolve_world(label)) for label in labels]
         names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
         scenarios = [load_scenario(name) for name in names]

@@ -39,6 +39,9 @@ SCALARS: tuple[str, ...] = (
 # the held-out size sweep (`village eval --sweep`): two held-out generated worlds per size
 SWEEP_SIZES: tuple[int, ...] = (12, 24, 48, 96)
 SWEEP_WORLDS: tuple[str, ...] = tuple(f"generated:{n}:{seed}" for n in SWEEP_SIZES for seed in (10_000, 10_001))
+# worlds of the sweep's sizes for choosing between trained policies (a lever, a seed): neither trained on nor held
+# out, so that the held-out sweep still measures a policy nobody picked by it
+VALIDATION_WORLDS: tuple[str, ...] = tuple(f"generated:{n}:{seed}" for n in SWEEP_SIZES for seed in (5_000, 5_001))
 # the per-size table printed by `village eval` when the run has held-out worlds
 SIZE_COLUMNS: tuple[str, ...] = (
     "mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "fear_kept_rate", "fear_fled_rate",
