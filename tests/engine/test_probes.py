@@ -112,13 +112,12 @@ def test_the_paired_comparison_reports_what_village_eval_measures(bench_script, 
 def test_policies_are_chosen_on_worlds_the_sweep_does_not_hold_out(bench_script):
     """paired_eval --worlds validation: the sweep's sizes, on generator seeds below the held-out range, so choosing
     a candidate there leaves the sweep's worlds unseen."""
-    from npc_brains.evaluate import HELD_OUT_SEED_MIN, SWEEP_WORLDS, VALIDATION_WORLDS
+    from npc_brains.evaluate import HELD_OUT_SEED_MIN, SWEEP_SIZES, SWEEP_WORLDS, VALIDATION_WORLDS
 
     bench = bench_script("paired_eval")
     _, spec = bench.load(bench.parse(["--a", "scripted", "--b", "random", "--worlds", "validation"]))
     assert [label for label, _ in spec.worlds] == list(VALIDATION_WORLDS)
-    sizes = {label: len(world.npcs) for label, world in spec.worlds}
-    assert sorted(set(sizes.values())) == sorted({int(w.split(":")[1]) for w in SWEEP_WORLDS})
+    assert {len(world.npcs) for _, world in spec.worlds} == set(SWEEP_SIZES)
     assert not set(VALIDATION_WORLDS) & set(SWEEP_WORLDS)
     assert all(1 < int(label.split(":")[2]) < HELD_OUT_SEED_MIN for label in VALIDATION_WORLDS)  # 1: training's
 
