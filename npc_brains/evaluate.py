@@ -38,10 +38,20 @@ SCALARS: tuple[str, ...] = (
 )
 # the held-out size sweep (`village eval --sweep`): two held-out generated worlds per size
 SWEEP_SIZES: tuple[int, ...] = (12, 24, 48, 96)
-SWEEP_WORLDS: tuple[str, ...] = tuple(f"generated:{n}:{seed}" for n in SWEEP_SIZES for seed in (10_000, 10_001))
+SWEEP_PER_SIZE = 2  # the issue's round; `village eval --sweep-worlds K` plays more, since worlds of one size differ
+VALIDATION_SEED_MIN = 5_000
+
+
+def size_worlds(per_size: int = SWEEP_PER_SIZE, first: int = HELD_OUT_SEED_MIN,
+                sizes: Sequence[int] = SWEEP_SIZES) -> tuple[str, ...]:
+    """`per_size` generated worlds of each size, generator seeds `first`, `first` + 1, ... (size-major)."""
+    return tuple(f"generated:{n}:{first + j}" for n in sizes for j in range(per_size))
+
+
+SWEEP_WORLDS: tuple[str, ...] = size_worlds()
 # worlds of the sweep's sizes for choosing between trained policies (a lever, a seed): neither trained on nor held
 # out, so that the held-out sweep still measures a policy nobody picked by it
-VALIDATION_WORLDS: tuple[str, ...] = tuple(f"generated:{n}:{seed}" for n in SWEEP_SIZES for seed in (5_000, 5_001))
+VALIDATION_WORLDS: tuple[str, ...] = size_worlds(first=VALIDATION_SEED_MIN)
 # the per-size table printed by `village eval` when the run has held-out worlds
 SIZE_COLUMNS: tuple[str, ...] = (
     "mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "fear_kept_rate", "fear_fled_rate",
@@ -428,11 +438,12 @@ def scenario_table(results: dict[str, Any], metric: str) -> str:
 
 
 def json_line(results: dict[str, Any]) -> dict[str, Any]:
-    """What `village eval --json` prints on its last line: scalars, held-out scalars and per-scenario rates."""
+    """What `village eval --json` prints on its last line: scalars, held-out scalars, per-scenario and per-world
+    rates."""
     return {name: {**scalar_view(r), "diversity_ratio": r.get("diversity_ratio"), "held_out": r.get("held_out"),
                    "held_out_by_size": {k: {c: x for c, x in v.items() if c != "curves"}
                                         for k, v in r.get("held_out_by_size", {}).items()},
-                   "by_scenario": r.get("by_scenario"), "counts": r.get("counts")}
+                   "by_scenario": r.get("by_scenario"), "by_world": r.get("by_world"), "counts": r.get("counts")}
             for name, r in results.items()}
 
 

@@ -36,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the held-out size sweep: --worlds becomes two held-out generated worlds of each of "
                              "12, 24, 48 and 96 NPCs (generator seeds 10000 and 10001); the output adds a table "
                              "per size and the second round's targets per size (docs/emergence.md)")
+    parser.add_argument("--sweep-worlds", default=None, metavar="K",
+                        help="with --sweep: K held-out worlds of each size instead of two (generator seeds 10000 "
+                             "to 10000 + K - 1); two worlds of one size can differ by more than the sizes do, so "
+                             "more worlds measure a size's rate with less luck of the draw (default: 2)")
     parser.add_argument("--seeds", default=str(DEFAULT_SEEDS),
                         help=f"villages (simulation seeds) per scenario and world (default: {DEFAULT_SEEDS})")
     parser.add_argument("--seed", default="0", help="base simulation seed (default: 0)")
@@ -137,7 +141,7 @@ def _override_tuning(policies: list[tuple[str, Any]], flags: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.scenarios import ScenarioError, bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
-    from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS, SWEEP_WORLDS
+    from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS, SWEEP_PER_SIZE, size_worlds
 
     villages = _int_flag(args.seeds, "--seeds", 1)
     seed = _int_flag(args.seed, "--seed", 0)
@@ -154,7 +158,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--scenarios: {exc}") from None
     if args.sweep and args.worlds is not None:
         raise UserError("--sweep: it sets the worlds itself; expected no --worlds with it")
-    world_labels = list(SWEEP_WORLDS if args.sweep else DEFAULT_WORLDS) if args.worlds is None else _items(
+    if args.sweep_worlds is not None and not args.sweep:
+        raise UserError("--sweep-worlds: it sets how many worlds --sweep plays; expected --sweep with it")
+    per_size = SWEEP_PER_SIZE if args.sweep_worlds is None else _int_flag(args.sweep_worlds, "--sweep-worlds", 1)
+    world_labels = list(size_worlds(per_size) if args.sweep else DEFAULT_WORLDS) if args.worlds is None else _items(
         args.worlds, "--worlds")
     worlds = [(label, resolve_world(label)) for label in world_labels]
     out_dir = None

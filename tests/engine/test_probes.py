@@ -299,3 +299,46 @@ def test_the_diversity_probe_names_the_situation_of_a_row(bench_script):
         slot(1, 0, name, value)  # dead kin
     obs[2, SELF_FEATURES.index("night")] = 1.0
     assert [bench.SITUATIONS[k] for k in bench.situations(obs, slots)] == ["threat", "bereaved", "night", "day"]
+
+
+def test_the_world_spread_counts_what_eval_counts_and_fits_the_make_up(bench_script, capsys):
+    """world_spread: a world's rates are `village eval`'s on that world; its avengers are revenge_rate's eligible;
+    the fit recovers a make-up effect with no size effect when that is how the worlds were made."""
+    import argparse
+
+    bench = bench_script("world_spread")
+    label, scenario = "generated:12:5000", load_scenario("kill-parent")
+    world = bench.play_world(ScriptedPolicy(seed=0), [scenario], label, argparse.Namespace(villages=3, seed=0),
+                             lambda: None)
+    spec = EvalSpec([scenario], [(label, resolve_world(label))], villages=3, seed=0)
+    ref = evaluate([("scripted", ScriptedPolicy(seed=0))], spec)["scripted"]
+    result = world["stats"].result()
+    assert result["revenge_rate"] == ref["revenge_rate"] and result["mourning_rate"] == ref["mourning_rate"]
+    assert world["eligible"] == ref["counts"]["revenge_eligible"] > 0
+    assert 0 <= world["timid"] <= world["eligible"]
+
+    rng = np.random.default_rng(0)
+    made = [{"size": n, "eligible": 20, "timid": t, "rates": {"revenge_rate": 0.8 - 0.5 * t / 20}}
+            for n in (12, 24, 48, 96) for t in (0, 4, 10, 16)]
+    fit = bench.size_or_make_up(made, rng)
+    assert fit["worlds"] == 16
+    assert fit["per unit of timid share"]["value"] == pytest.approx(-0.5)
+    assert fit["per doubling of the size"]["value"] == pytest.approx(0.0, abs=1e-9)
+    assert bench.main(["--policy", "scripted", "--sizes", "12", "--per-size", "2", "--villages", "1",
+                       "--quiet", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert [w["label"] for w in out["worlds"]] == ["generated:12:5000", "generated:12:5001"]
+    assert out["by_size"]["12"]["revenge_rate"]["worlds"] <= 2
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--per-size", "1"], "--per-size must be at least 2"),
+    (["--sizes", "12,x"], "--sizes: expected comma-separated integers"),
+    (["--policy", "nope.pt"], "nope.pt"),
+])
+def test_the_world_spread_rejects_bad_flags_in_one_line(bench_script, capsys, argv, message):
+    bench = bench_script("world_spread")
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--quiet", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and message in err[-1]

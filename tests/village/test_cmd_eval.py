@@ -134,6 +134,8 @@ def _actor_state(net: dict) -> dict:
     (["--worlds", "no-such-world"], "no-such-world"),
     (["--policy", "missing.pt"], "--policy: expected default, mappo, scripted, random or a policy file"),
     (["--sweep", "--worlds", "village-v1"], "--sweep: it sets the worlds itself"),
+    (["--sweep-worlds", "3"], "--sweep-worlds: it sets how many worlds --sweep plays; expected --sweep with it"),
+    (["--sweep", "--sweep-worlds", "0"], "--sweep-worlds: expected an integer >= 1, got 0"),
     (["--tuning", "nope=1"], "--tuning: unknown engine field 'nope'"),
     (["--tuning", "rumour_error=abc"], "--tuning rumour_error: expected a number or true/false"),
     (["--tuning", "rumour_error"], "--tuning: expected FIELD=VALUE"),
@@ -164,6 +166,15 @@ def test_a_missing_bundled_policy_is_a_one_line_error(monkeypatch: pytest.Monkey
     assert call(["eval", "--seeds", "1", "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "bundled default policy is missing" in err and "scripted" in err
+
+
+def test_sweep_worlds_plays_more_held_out_worlds_of_each_size(capsys: pytest.CaptureFixture[str]) -> None:
+    code = call(["eval", "--policy", "scripted", "--sweep", "--sweep-worlds", "3", "--seeds", "1", "--max-ticks", "3",
+                 "--scenarios", "kill-parent", "--compare", "none", "--json", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    worlds = list(last_json(captured.out)["scripted"]["by_world"])
+    assert worlds == [f"generated:{n}:{seed}" for n in (12, 24, 48, 96) for seed in (10_000, 10_001, 10_002)]
 
 
 @pytest.mark.slow
