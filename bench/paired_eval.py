@@ -13,7 +13,8 @@ whose interval excludes 0 is marked.
 The worlds default to the issue round's sweep (`village eval --sweep`: two held-out worlds of 12, 24, 48 and 96
 NPCs). `--worlds validation` plays two worlds of each of those sizes that are neither trained on nor held out
 (generated:N:5000 and 5001): choose between candidates there, and measure only the chosen one on the sweep, so the
-sweep's figures are not the best of several draws. `--tuning FIELD=VALUE` (repeatable) changes both policies'
+sweep's figures are not the best of several draws. `validation:8` (or `sweep:8`) plays eight worlds of each size
+instead of two, since worlds of one size differ. `--tuning FIELD=VALUE` (repeatable) changes both policies'
 worlds alike.
 """
 
@@ -34,7 +35,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--b", default="default", help="policy B, the reference (default: %(default)s)")
     parser.add_argument("--worlds", default="sweep",
                         help="comma-separated world ids, world files or generated:N:SEED; sweep (the held-out "
-                             "sweep's) or validation (to choose between policies) (default: sweep)")
+                             "sweep's) or validation (to choose between policies), each with :K for K worlds per "
+                             "size instead of two (validation:8) (default: sweep)")
     parser.add_argument("--scenarios", default="all", help="comma-separated scenario ids, or all (default: all)")
     parser.add_argument("--seeds", type=int, default=32, help="villages per scenario and world (default: 32)")
     parser.add_argument("--seed", type=int, default=0, help="base simulation seed (default: 0)")
@@ -51,18 +53,32 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def named_worlds(text: str) -> list[str] | None:
+    """sweep / validation, optionally :K worlds per size (two by default), as world labels; None for a list."""
+    from npc_brains.evaluate import HELD_OUT_SEED_MIN, SWEEP_PER_SIZE, VALIDATION_SEED_MIN, size_worlds
+
+    name, _, count = text.partition(":")
+    first = {"sweep": HELD_OUT_SEED_MIN, "validation": VALIDATION_SEED_MIN}.get(name)
+    if first is None:
+        return None
+    if not count:
+        return list(size_worlds(SWEEP_PER_SIZE, first))
+    if not count.isdigit() or int(count) < 1:
+        raise ValueError(f"--worlds {name}:K: K is worlds per size, expected an integer >= 1, got {count!r}")
+    return list(size_worlds(int(count), first))
+
+
 def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], Any]:
     """([(name, policy) for A and B], EvalSpec) from the flags; a bad flag exits with a one-line error."""
     from engine.scenarios import bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
     from npc_brains import PolicyError, load_policy, policy_tuning
-    from npc_brains.evaluate import SWEEP_WORLDS, VALIDATION_WORLDS, EvalSpec
+    from npc_brains.evaluate import EvalSpec
     from village.cli import UserError
     from village.cmd_eval import _override_tuning
 
     try:
-        named = {"sweep": SWEEP_WORLDS, "validation": VALIDATION_WORLDS}
-        labels = list(named.get(args.worlds, [w.strip() for w in args.worlds.split(",")]))
+        labels = named_worlds(args.worlds) or [w.strip() for w in args.worlds.split(",")]
         worlds = [(label, resolve_world(label)) for label in labels]
         names = bundled_scenarios() if args.scenarios == "all" else args.scenarios.split(",")
         scenarios = [load_scenario(name) for name in names]
