@@ -41,6 +41,7 @@ from engine.metrics import (  # noqa: E402
     MetricParams,
     chosen_flights,
     close_relations,
+    revenge_blow,
     revenge_candidates,
     trigger_deaths,
 )
@@ -51,14 +52,12 @@ OUTCOMES = ("hit", "killer_died_first", "chose_attack_missed", "fled_or_hid", "o
 SHARED = ("struck, chose a flight", "struck, no chosen flight", "no blow, chose a flight", "no blow, no chosen flight")
 
 
-def classify(trace: Any, b: int, i: int, k: int, start: int, window: int) -> tuple[str, list[int]]:
-    """(outcome, activities in the window) of avenger i against killer k from step `start`."""
-    ev = trace.events
-    blows = (ev["type"] == EventType.ATTACK) & (ev["village"] == b) & (ev["actor"] == i) & (ev["target"] == k) & (
-        ev["tick"] >= start) & (ev["tick"] <= start + window)
+def classify(trace: Any, p: MetricParams, d: Any, i: int, start: int) -> tuple[str, list[int]]:
+    """(outcome, activities in the window) of avenger i against death d's killer from step `start`."""
+    b, k, window = d.village, d.killer, p.revenge_window
     rows = range(start + 1, min(start + 1 + window, trace.ticks + 1))
     acts = [int(trace.activity[t, b, i]) for t in rows]
-    if blows.any():
+    if revenge_blow(trace, p, d, i, start) is not None:
         return "hit", acts
     dead = np.flatnonzero(~trace.alive[start + 1:start + 1 + window, b, k])
     if len(dead):
@@ -129,7 +128,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
             for i, start, eligible in revenge_candidates(trace, p, d)[1]:
                 if not eligible:
                     continue
-                outcome, acts = classify(trace, b, i, k, start, p.revenge_window)
+                outcome, acts = classify(trace, p, d, i, start)
                 if i in flights:
                     shared[SHARED[2 * (outcome != "hit") + (not flights[i])]] += 1
                 group = "timid" if trace.traits[b, i, Trait.BRAVERY] <= p.timid else "bold"

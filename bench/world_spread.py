@@ -8,9 +8,10 @@ target rate pooled over the worlds with a 95% bootstrap interval over the worlds
 the villages), the spread between worlds (lowest, highest, standard deviation) and how many worlds reach the target.
 
 Then what the worlds are made of: for revenge, the share of the eligible avengers (those `revenge_rate` counts)
-who are timid (bravery <= 0.4, the witnesses `fear_rate` asks to run), and each world's revenge against it and
-against the size (a least-squares fit over the worlds, each coefficient with its bootstrap interval over the
-worlds): a size effect shows as a size coefficient whose interval excludes 0 with the make-up held fixed.
+who are timid (bravery <= 0.4, the witnesses `fear_rate` asks to run), revenge among the timid and the bold
+avengers apart, and each world's revenge against that share and against the size (a least-squares fit over the
+worlds, each coefficient with its bootstrap interval over the worlds): a size effect shows as a size coefficient
+whose interval excludes 0 with the make-up held fixed.
 
     python bench/world_spread.py --policy default --per-size 8 --villages 16
     python bench/world_spread.py --policy runs/x/policy.pt --untrained --json > runs/untrained_spread.txt
@@ -37,6 +38,7 @@ from engine.constants import Trait  # noqa: E402
 RATES = ("mourning_rate", "revenge_rate", "fear_rate", "fear_kept_rate", "fear_fled_rate", "fear_chosen_rate",
          "news_reach_48", "chain_length")
 BOOTSTRAP = 2000  # resamples of the fit
+AVENGERS = ("timid", "timid_hit", "bold", "bold_hit")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -88,17 +90,19 @@ def load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
     return policy, scenarios
 
 
-def avenger_make_up(trace: Any, params: Any) -> tuple[int, int]:
-    """(eligible avengers, of whom timid) over the trace's killings, as `revenge_rate` counts them."""
-    from engine.metrics import revenge_candidates, trigger_deaths
+def avenger_make_up(trace: Any, params: Any) -> dict[str, int]:
+    """The eligible avengers `revenge_rate` counts over the trace's killings, split by bravery: {timid, bold} each
+    with its hits ({timid_hit, bold_hit})."""
+    from engine.metrics import revenge_blow, revenge_candidates, trigger_deaths
 
-    eligible = timid = 0
+    out = dict.fromkeys(AVENGERS, 0)
     for d in trigger_deaths(trace):
-        for i, _learned, ok in revenge_candidates(trace, params, d)[1]:
+        for i, learned, ok in revenge_candidates(trace, params, d)[1]:
             if ok:
-                eligible += 1
-                timid += int(trace.traits[d.village, i, Trait.BRAVERY] <= params.timid)
-    return eligible, timid
+                group = "timid" if trace.traits[d.village, i, Trait.BRAVERY] <= params.timid else "bold"
+                out[group] += 1
+                out[f"{group}_hit"] += revenge_blow(trace, params, d, i, learned) is not None
+    return out
 
 
 def play_world(policy: Any, scenarios: list[Any], label: str, args: argparse.Namespace, on_cell: Any) -> dict:
@@ -111,7 +115,7 @@ def play_world(policy: Any, scenarios: list[Any], label: str, args: argparse.Nam
 
     world = resolve_world(label)
     params, stats = MetricParams(), Stats()
-    eligible = timid = 0
+    avengers = dict.fromkeys(AVENGERS, 0)
     for si, scenario in enumerate(scenarios):
         try:
             trace = run_scenario(policy, scenario, world, villages=args.villages, seed=args.seed + 1009 * si,
@@ -120,10 +124,11 @@ def play_world(policy: Any, scenarios: list[Any], label: str, args: argparse.Nam
             on_cell()
             continue
         stats += trace_stats(trace, params)
-        e, t = avenger_make_up(trace, params)
-        eligible, timid = eligible + e, timid + t
+        for key, count in avenger_make_up(trace, params).items():
+            avengers[key] += count
         on_cell()
-    return {"label": label, "size": len(world.npcs), "stats": stats, "eligible": eligible, "timid": timid}
+    return {"label": label, "size": len(world.npcs), "stats": stats, **avengers,
+            "eligible": avengers["timid"] + avengers["bold"]}
 
 
 def pooled(stats: list[Any], rate: str) -> float | None:
@@ -164,6 +169,10 @@ def summarise(worlds: list[dict], seed: int) -> dict[str, dict[str, Any]]:
                 "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
                 "passing": None if target is None else sum(v >= target for v in values), "worlds": len(values),
             }
+        for group in ("timid", "bold"):
+            eligible = sum(w[group] for w in mine)
+            row[f"revenge_{group}"] = {"pooled": sum(w[f"{group}_hit"] for w in mine) / eligible if eligible else None,
+                                       "eligible": eligible}
         out[str(size)] = row
     return out
 
@@ -227,12 +236,19 @@ def main(argv: list[str] | None = None) -> int:
     print("| NPCs | rate | pooled [95%] | lowest world | highest world | sd between worlds | worlds at target |")
     print("|---:|---|---:|---:|---:|---:|---:|")
     for size, rates in table.items():
-        for rate, r in rates.items():
+        for rate in RATES:
+            r = rates[rate]
             iv = r["interval"]
             pooled_text = fmt(r["pooled"]) + (f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else "")
             passing = "-" if r["passing"] is None else f"{r['passing']} of {r['worlds']}"
             print(f"| {size} | {rate} | {pooled_text} | {fmt(r['low'])} | {fmt(r['high'])} | {fmt(r['sd'])} | "
                   f"{passing} |")
+    print()
+    print("revenge by the avengers' bravery, pooled over the worlds (timid: bravery <= 0.4):")
+    for size, rates in table.items():
+        t, b = rates["revenge_timid"], rates["revenge_bold"]
+        print(f"  {size:>3} NPCs: timid {fmt(t['pooled'])} of {t['eligible']}, bold {fmt(b['pooled'])} of "
+              f"{b['eligible']}")
     print()
     if fit is None:
         print("revenge against size and make-up: too few worlds with eligible avengers to fit")
@@ -244,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"policy": probe_name(args), "by_size": table, "fit": fit,
                           "worlds": [{"label": w["label"], "size": w["size"], "eligible": w["eligible"],
-                                      "timid": w["timid"], "rates": w["rates"]} for w in worlds]}))
+                                      **{key: w[key] for key in AVENGERS}, "rates": w["rates"]} for w in worlds]}))
     return 0
 
 

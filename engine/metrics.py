@@ -552,11 +552,17 @@ def revenge_candidates(trace: Trace, p: MetricParams, d: Death) -> tuple[int, li
     return int(close.sum()), informed
 
 
-def revenge_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) -> None:
+def revenge_blow(trace: Trace, p: MetricParams, d: Death, avenger: int, learned: int) -> int | None:
+    """Steps from learning the culprit (`learned`) to the avenger's first blow on him within the revenge window,
+    None without one: what makes an eligible avenger a hit."""
     ev = trace.events
-    attacks = ev["type"] == EventType.ATTACK
+    hit = (ev["type"] == EventType.ATTACK) & (ev["village"] == d.village) & (ev["actor"] == avenger) & (
+        ev["target"] == d.killer) & (ev["tick"] >= learned) & (ev["tick"] <= learned + p.revenge_window)
+    return int(ev["tick"][hit].min() - learned) if hit.any() else None
+
+
+def revenge_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death]) -> None:
     for d in deaths:
-        b, k = d.village, d.killer
         n_close, informed = revenge_candidates(trace, p, d)
         st.n["revenge_close"] += n_close
         for i, Lc, eligible in informed:
@@ -564,11 +570,10 @@ def revenge_stats(trace: Trace, p: MetricParams, st: Stats, deaths: list[Death])
             if not eligible:
                 continue
             st.n["revenge_eligible"] += 1
-            hit = attacks & (ev["village"] == b) & (ev["actor"] == i) & (ev["target"] == k) & (
-                ev["tick"] >= Lc) & (ev["tick"] <= Lc + p.revenge_window)
-            if hit.any():
+            latency = revenge_blow(trace, p, d, i, Lc)
+            if latency is not None:
                 st.n["revenge_hit"] += 1
-                st.samples["revenge_latency"].append(float(ev["tick"][hit].min() - Lc))
+                st.samples["revenge_latency"].append(float(latency))
 
 
 def revenge_accuracy_stats(trace: Trace, st: Stats, deaths: list[Death]) -> None:

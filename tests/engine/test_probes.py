@@ -320,6 +320,7 @@ def test_the_world_spread_counts_what_eval_counts_and_fits_the_make_up(bench_scr
     assert result["revenge_rate"] == ref["revenge_rate"] and result["mourning_rate"] == ref["mourning_rate"]
     assert world["eligible"] == ref["counts"]["revenge_eligible"] > 0
     assert 0 <= world["timid"] <= world["eligible"]
+    assert world["timid_hit"] + world["bold_hit"] == ref["counts"]["revenge_hit"]
 
     rng = np.random.default_rng(0)
     made = [{"size": n, "eligible": 20, "timid": t, "rates": {"revenge_rate": 0.8 - 0.5 * t / 20}}
