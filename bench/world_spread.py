@@ -31,9 +31,10 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_untrained_arg, probe_name  # noqa: E402
+from _probe_common import add_untrained_arg, probe_name, probe_policy  # noqa: E402
 
 from engine.constants import Trait  # noqa: E402
+from engine.metrics import MetricParams  # noqa: E402
 
 RATES = ("mourning_rate", "revenge_rate", "fear_rate", "fear_kept_rate", "fear_fled_rate", "fear_chosen_rate",
          "news_reach_48", "chain_length")
@@ -71,10 +72,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
-    """(policy, scenarios) from the flags; a bad flag exits with a one-line error."""
+    """(policy, scenarios) from the flags (--untrained: the policy's fresh network); a bad flag exits with a
+    one-line error."""
     from engine.scenarios import bundled_scenarios, load_scenario
     from npc_brains import PolicyError, load_policy
-    from npc_brains.evaluate import random_init_policy
     from village.cli import UserError
 
     try:
@@ -82,12 +83,7 @@ def load(args: argparse.Namespace) -> tuple[Any, list[Any]]:
         scenarios = [load_scenario(name) for name in bundled_scenarios()]
     except (UserError, PolicyError, ValueError, OSError) as exc:
         args.parser.error(str(exc))
-    if args.untrained:
-        fresh = random_init_policy(policy, seed=args.seed)
-        if fresh is None:
-            args.parser.error(f"{args.policy} has no network to re-initialise")
-        policy = fresh
-    return policy, scenarios
+    return probe_policy(args.parser, args, policy)[0], scenarios
 
 
 def avenger_make_up(trace: Any, params: Any) -> dict[str, int]:
@@ -107,7 +103,7 @@ def avenger_make_up(trace: Any, params: Any) -> dict[str, int]:
 
 def play_world(policy: Any, scenarios: list[Any], label: str, args: argparse.Namespace, on_cell: Any) -> dict:
     """One world: its Stats over every scenario, and its avengers' make-up."""
-    from engine.metrics import MetricParams, Stats, trace_stats
+    from engine.metrics import Stats, trace_stats
     from engine.scenarios import ScenarioError, run_scenario
     from engine.vec_env import resolve_world
     from npc_brains.evaluate import policy_slots
@@ -131,15 +127,6 @@ def play_world(policy: Any, scenarios: list[Any], label: str, args: argparse.Nam
             "eligible": avengers["timid"] + avengers["bold"]}
 
 
-def pooled(stats: list[Any], rate: str) -> float | None:
-    from engine.metrics import Stats
-
-    total = Stats()
-    for st in stats:
-        total += st
-    return total.result()[rate]
-
-
 def world_intervals(stats: list[Any], seed: int) -> dict[str, list[float] | None]:
     """{rate: 95% bootstrap interval of the pooled rate, resampling whole worlds} for the rates counted as
     hits over eligible (`engine.metrics.INTERVAL_RATES`)."""
@@ -151,7 +138,9 @@ def world_intervals(stats: list[Any], seed: int) -> dict[str, list[float] | None
 
 
 def summarise(worlds: list[dict], seed: int) -> dict[str, dict[str, Any]]:
-    """{size: {rate: {pooled, interval, low, high, sd, passing, worlds}}}."""
+    """{size: {rate: {pooled, interval, low, high, sd, passing, worlds}, revenge_timid / revenge_bold: {pooled,
+    eligible}}}."""
+    from engine.metrics import Stats
     from npc_brains.evaluate import TARGETS
 
     out: dict[str, dict[str, Any]] = {}
@@ -159,12 +148,16 @@ def summarise(worlds: list[dict], seed: int) -> dict[str, dict[str, Any]]:
         mine = [w for w in worlds if w["size"] == size]
         stats = [w["stats"] for w in mine]
         intervals = world_intervals(stats, seed)
+        total = Stats()
+        for st in stats:
+            total += st
+        pooled = total.result()
         row: dict[str, Any] = {}
         for rate in RATES:
             values = [v for v in (w["rates"][rate] for w in mine) if v is not None]
             target = TARGETS.get(rate)
             row[rate] = {
-                "pooled": pooled(stats, rate), "interval": intervals.get(rate),
+                "pooled": pooled[rate], "interval": intervals.get(rate),
                 "low": min(values) if values else None, "high": max(values) if values else None,
                 "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
                 "passing": None if target is None else sum(v >= target for v in values), "worlds": len(values),
@@ -244,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {size} | {rate} | {pooled_text} | {fmt(r['low'])} | {fmt(r['high'])} | {fmt(r['sd'])} | "
                   f"{passing} |")
     print()
-    print("revenge by the avengers' bravery, pooled over the worlds (timid: bravery <= 0.4):")
+    print(f"revenge by the avengers' bravery, pooled over the worlds (timid: bravery <= {MetricParams().timid}):")
     for size, rates in table.items():
         t, b = rates["revenge_timid"], rates["revenge_bold"]
         print(f"  {size:>3} NPCs: timid {fmt(t['pooled'])} of {t['eligible']}, bold {fmt(b['pooled'])} of "
