@@ -127,27 +127,17 @@ def play_world(policy: Any, scenarios: list[Any], label: str, args: argparse.Nam
             "eligible": avengers["timid"] + avengers["bold"]}
 
 
-def world_intervals(stats: list[Any], seed: int) -> dict[str, list[float] | None]:
-    """{rate: 95% bootstrap interval of the pooled rate, resampling whole worlds} for the rates counted as
-    hits over eligible (`engine.metrics.INTERVAL_RATES`)."""
-    from engine.metrics import UNIT_COUNTS, bootstrap_weights, percentile_interval, rate_draws
-
-    units = np.array([[st.n.get(k, 0) for k in UNIT_COUNTS] for st in stats], dtype=float)
-    draws = rate_draws(units, bootstrap_weights(len(stats), seed=seed))
-    return {rate: percentile_interval(d) for rate, d in draws.items()}
-
-
 def summarise(worlds: list[dict], seed: int) -> dict[str, dict[str, Any]]:
     """{size: {rate: {pooled, interval, low, high, sd, passing, worlds}, revenge_timid / revenge_bold: {pooled,
     eligible}}}."""
-    from engine.metrics import Stats
+    from engine.metrics import Stats, group_intervals
     from npc_brains.evaluate import TARGETS
 
     out: dict[str, dict[str, Any]] = {}
     for size in sorted({w["size"] for w in worlds}):
         mine = [w for w in worlds if w["size"] == size]
         stats = [w["stats"] for w in mine]
-        intervals = world_intervals(stats, seed)
+        intervals = group_intervals(stats, seed=seed)
         total = Stats()
         for st in stats:
             total += st

@@ -14,7 +14,7 @@ first step). Step k is the call of `VillageSim.step` that takes tick k to k + 1;
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -329,6 +329,18 @@ def paired_intervals(a: Stats, b: Stats, resamples: int = INTERVAL_RESAMPLES, le
     da, db = rate_draws(a.units, weights), rate_draws(b.units, weights)
     return {rate: None if da[rate] is None or db[rate] is None else percentile_interval(da[rate] - db[rate], level)
             for rate in INTERVAL_RATES}
+
+
+def group_intervals(groups: Sequence[Stats], resamples: int = INTERVAL_RESAMPLES, level: float = INTERVAL_LEVEL,
+                    seed: int = 0) -> dict[str, list[float] | None]:
+    """Bootstrap intervals of each INTERVAL_RATES rate pooled over `groups` (the worlds of one size, say),
+    resampling whole groups: how the pooled rate would move on other groups drawn alike, which the villages'
+    intervals (`Stats.intervals`) do not measure."""
+    if not groups:
+        return dict.fromkeys(INTERVAL_RATES)
+    units = np.array([[g.n.get(k, 0) for k in UNIT_COUNTS] for g in groups], dtype=float)
+    draws = rate_draws(units, bootstrap_weights(len(groups), resamples, seed))
+    return {rate: percentile_interval(d, level) for rate, d in draws.items()}
 
 
 class Stats:

@@ -17,7 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from engine.metrics import REMEMBERED_KEYS, MetricParams, Stats, Trace, system_neural_diversity, trace_stats
+from engine.metrics import (
+    REMEMBERED_KEYS,
+    MetricParams,
+    Stats,
+    Trace,
+    group_intervals,
+    system_neural_diversity,
+    trace_stats,
+)
 from engine.policy_api import Policy
 from engine.scenarios import Scenario, ScenarioError, run_scenario
 from npc_brains.resolve import policy_slots as built_slots
@@ -75,6 +83,8 @@ TARGETS: dict[str, float] = {"mourning_rate": 0.70, "revenge_rate": 0.60, "reven
                              "fear_chosen_rate": 0.75,
                              "news_reach_48": 0.5}
 TARGET_RANDOM_INIT_SHARE = 1 / 4
+# held-out worlds of one size from which the targets also get an interval over the worlds (`--sweep-worlds`)
+WORLD_INTERVAL_MIN_WORLDS = 4
 TARGET_DIVERSITY_RATIO = 3.0
 
 
@@ -254,9 +264,13 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
     result["by_world"] = {k: scalar_view(with_snd(v.result(), f"w:{k}")) for k, v in by_world.items()}
     result["held_out_by_size"] = {str(k): scalar_view(with_snd(v.result(), f"n:{k}"))
                                   for k, v in sorted(by_size.items())}
+    world_size = {label: len(world.npcs) for label, world in spec.worlds}
     for k, v in by_size.items():
         result["held_out_by_size"][str(k)]["curves"] = {"news_reach": v.curve("news_reach")}
         result["held_out_by_size"][str(k)]["intervals"] = v.intervals()
+        worlds = [st for label, st in by_world.items() if is_held_out(label) and world_size[label] == k]
+        if len(worlds) >= WORLD_INTERVAL_MIN_WORLDS:
+            result["held_out_by_size"][str(k)]["world_intervals"] = group_intervals(worlds)
     result["plans"] = plans
     return result
 
@@ -297,6 +311,7 @@ class Check:
     target: str
     passed: bool | None  # None: not applicable (missing comparison or nothing eligible)
     interval: list[float] | None = None  # the value's 95% bootstrap interval over the villages, where it has one
+    world_interval: list[float] | None = None  # over the worlds of its size, with WORLD_INTERVAL_MIN_WORLDS or more
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -351,7 +366,7 @@ def target_checks(results: dict[str, Any], main: str) -> dict[str, list[Check]]:
         for metric, limit in TARGETS.items():
             v = m.get(metric)
             checks.append(Check(metric, v, f">= {limit}", None if v is None else bool(v >= limit),
-                                (m.get("intervals") or {}).get(metric)))
+                                (m.get("intervals") or {}).get(metric), (m.get("world_intervals") or {}).get(metric)))
         for metric in (*RATES, "fear_kept_rate", "fear_fled_rate", "fear_chosen_rate"):
             v, ref = (ri or {}).get(metric), m.get(metric)
             ok = None if v is None or ref is None else bool(v <= ref * TARGET_RANDOM_INIT_SHARE + 1e-12)
@@ -389,8 +404,11 @@ def targets_table(targets: dict[str, list[Check]], main: str) -> str:
     sizes = sorted(targets, key=int)
     if not sizes:
         return ""
+    by_worlds = any(c.world_interval is not None for checks in targets.values() for c in checks)
     lines = [f"Targets for {main} (held-out worlds by size; reported, not part of --strict; [low, high]: 95% "
-             "bootstrap interval over the villages run):", "",
+             "bootstrap interval over the villages run" + ("; worlds [low, high]: over the worlds of that size, how "
+                                                           "the rate would move on other worlds" if by_worlds else "")
+             + "):", "",
              "| check | " + " | ".join(f"{n} NPCs" for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
     for k, check in enumerate(targets[sizes[0]]):
         cells = []
@@ -398,6 +416,8 @@ def targets_table(targets: dict[str, list[Check]], main: str) -> str:
             c = targets[n][k]
             verdict = "n/a" if c.passed is None else ("PASS" if c.passed else "FAIL")
             interval = "" if c.interval is None else f" [{_fmt(c.interval[0])}, {_fmt(c.interval[1])}]"
+            if c.world_interval is not None:
+                interval += f" worlds [{_fmt(c.world_interval[0])}, {_fmt(c.world_interval[1])}]"
             cells.append(f"{_fmt(c.value)}{interval} {c.target} {verdict}")
         lines.append(f"| {check.name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

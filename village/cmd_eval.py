@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep-worlds", default=None, metavar="K",
                         help="with --sweep: K held-out worlds of each size instead of two (generator seeds 10000 "
                              "to 10000 + K - 1); two worlds of one size can differ by more than the sizes do, so "
-                             "more worlds measure a size's rate with less luck of the draw (default: 2)")
+                             "more worlds measure a size's rate with less luck of the draw; with 4 or more the "
+                             "targets also get an interval over the worlds (default: 2)")
     parser.add_argument("--seeds", default=str(DEFAULT_SEEDS),
                         help=f"villages (simulation seeds) per scenario and world (default: {DEFAULT_SEEDS})")
     parser.add_argument("--seed", default="0", help="base simulation seed (default: 0)")

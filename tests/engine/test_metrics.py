@@ -13,6 +13,7 @@ from engine.metrics import (
     Trace,
     TraceRecorder,
     entropy,
+    group_intervals,
     paired_intervals,
     performed,
     summarize,
@@ -621,6 +622,26 @@ def test_a_villages_deaths_stay_together_and_stats_add_their_villages() -> None:
     both += st
     both += st
     assert both.units.shape[0] == 2 and both.n["revenge_eligible"] == 4
+
+
+def counts_of(**n: float) -> Stats:
+    """A Stats whose totals are the given counts (one group, say a world)."""
+    st = Stats()
+    st.n.update(n)
+    return st
+
+
+def test_group_intervals_resample_whole_groups() -> None:
+    # two kinds of world: every avenger strikes in one, none in the other; the villages inside a world cannot say
+    # how the pooled rate moves with the worlds drawn, the groups' resampling does
+    worlds = [counts_of(revenge_hit=10, revenge_eligible=10)] * 6 + [counts_of(revenge_eligible=10)] * 6
+    low, high = group_intervals(worlds)["revenge_rate"]
+    assert 0.15 < low < 0.5 < high < 0.85
+    assert group_intervals(worlds) == group_intervals(worlds)  # a fixed seed
+    alike = [counts_of(revenge_hit=3, revenge_eligible=4)] * 5
+    assert group_intervals(alike)["revenge_rate"] == [0.75, 0.75]  # worlds alike: nothing to move
+    assert group_intervals(alike)["fear_rate"] is None  # nobody eligible
+    assert group_intervals([])["revenge_rate"] is None
 
 
 def test_paired_intervals_draw_the_same_villages_for_both() -> None:

@@ -173,8 +173,24 @@ def test_sweep_worlds_plays_more_held_out_worlds_of_each_size(capsys: pytest.Cap
                  "--scenarios", "kill-parent", "--compare", "none", "--json", "--quiet"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    worlds = list(last_json(captured.out)["scripted"]["by_world"])
-    assert worlds == [f"generated:{n}:{seed}" for n in (12, 24, 48, 96) for seed in (10_000, 10_001, 10_002)]
+    data = last_json(captured.out)["scripted"]
+    assert list(data["by_world"]) == [f"generated:{n}:{seed}" for n in (12, 24, 48, 96)
+                                      for seed in (10_000, 10_001, 10_002)]
+    assert all("world_intervals" not in v for v in data["held_out_by_size"].values())  # too few worlds for one
+
+
+def test_many_worlds_per_size_give_the_targets_an_interval_over_the_worlds(capsys: pytest.CaptureFixture[str]) -> None:
+    from npc_brains.evaluate import WORLD_INTERVAL_MIN_WORLDS
+
+    worlds = ",".join(f"generated:12:{10_000 + j}" for j in range(WORLD_INTERVAL_MIN_WORLDS))
+    code = call(["eval", "--policy", "scripted", "--worlds", worlds, "--seeds", "2", "--scenarios", "kill-parent",
+                 "--compare", "none", "--json", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    size = last_json(captured.out)["scripted"]["held_out_by_size"]["12"]
+    low, high = size["world_intervals"]["mourning_rate"]
+    assert low <= size["mourning_rate"] <= high
+    assert "worlds [" in captured.out and "over the worlds of that size" in captured.out
 
 
 @pytest.mark.slow
