@@ -15,7 +15,8 @@ NPCs). `--worlds validation` plays two worlds of each of those sizes that are ne
 (generated:N:5000 and 5001): choose between candidates there, and measure only the chosen one on the sweep, so the
 sweep's figures are not the best of several draws. `validation:8` (or `sweep:8`) plays eight worlds of each size
 instead of two, since worlds of one size differ. `--tuning FIELD=VALUE` (repeatable) changes both policies'
-worlds alike.
+worlds alike. `--greedy a` (or `b`, `both`) plays that side greedily (`village eval --deterministic`), so that one
+policy played greedily can be judged against itself sampled: `--a default --b default --greedy a`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="base simulation seed (default: 0)")
     parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
                         help="engine field changed on top of each policy's own world (repeatable)")
+    parser.add_argument("--greedy", choices=("a", "b", "both"),
+                        help="the side(s) that take their most likely action instead of sampling, as village eval "
+                             "--deterministic (default: both sample)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
     args = parser.parse_args(argv)
@@ -68,8 +72,11 @@ def named_worlds(text: str) -> list[str] | None:
     return list(size_worlds(int(count), first))
 
 
-def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], Any]:
-    """([(name, policy) for A and B], EvalSpec) from the flags; a bad flag exits with a one-line error."""
+def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
+    """([(name, policy) for A and B], [A's EvalSpec, B's]) from the flags; a bad flag exits with a one-line error.
+    The two specs differ at most in `deterministic` (`--greedy`): the same scenarios, worlds and villages."""
+    import dataclasses
+
     from engine.scenarios import bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
     from npc_brains import PolicyError, load_policy, policy_tuning
@@ -93,7 +100,9 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], Any]:
             _override_tuning(policies, args.tuning)
     except (UserError, PolicyError, ValueError, OSError) as exc:  # bad world, scenario, policy or tuning flag
         args.parser.error(str(exc))
-    return policies, EvalSpec(scenarios, worlds, villages=args.seeds, seed=args.seed)
+    spec = EvalSpec(scenarios, worlds, villages=args.seeds, seed=args.seed)
+    greedy = {"a": (True, False), "b": (False, True), "both": (True, True)}.get(args.greedy, (False, False))
+    return policies, [dataclasses.replace(spec, deterministic=side) for side in greedy]
 
 
 def by_size(policy: Any, spec: Any, on_cell: Any) -> dict[int, Any]:
@@ -143,14 +152,17 @@ def fmt(value: float | None, interval: list[float] | None, sign: bool = False) -
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    policies, spec = load(args)
+    policies, specs = load(args)
     from tqdm import tqdm
 
+    spec = specs[0]
     cells = len(spec.scenarios) * len(spec.worlds)
     with tqdm(total=2 * cells, unit="run", file=sys.stderr, disable=args.quiet, leave=False) as bar:
-        stats = [by_size(policy, spec, bar.update) for _, policy in policies]
+        stats = [by_size(policy, side, bar.update) for (_, policy), side in zip(policies, specs, strict=True)]
     table = compare(*stats)
     (name_a, _), (name_b, _) = policies
+    name_a, name_b = (f"{name} greedy" if side.deterministic else name
+                      for name, side in ((name_a, specs[0]), (name_b, specs[1])))
     print(f"{name_a} against {name_b} on the same villages: {len(spec.scenarios)} scenarios x "
           f"{', '.join(label for label, _ in spec.worlds)} x {spec.villages} seeds (seed {spec.seed}); "
           "[low, high]: 95% bootstrap intervals over the villages, A - B's paired; * its interval excludes 0")
@@ -164,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {size} | {rate} | {fmt(r['a'], r['a_interval'])} | {fmt(r['b'], r['b_interval'])} | "
                   f"{fmt(r['diff'], d, sign=True)}{mark} |")
     if args.json:
-        print(json.dumps({"a": args.a, "b": args.b, "by_size": table}))
+        print(json.dumps({"a": args.a, "b": args.b, "greedy": args.greedy, "by_size": table}))
     return 0
 
 

@@ -109,6 +109,23 @@ def test_the_paired_comparison_reports_what_village_eval_measures(bench_script, 
     assert all(r["diff_interval"] in ([0.0, 0.0], None) for r in same.values())
 
 
+def test_the_paired_comparison_plays_a_greedy_side_as_village_eval_deterministic(bench_script, capsys):
+    """`--greedy a`: A's rates are `village eval --deterministic`'s, B's the sampled ones, on the same villages."""
+    bench = bench_script("paired_eval")
+    assert bench.main(["--a", "default", "--b", "default", "--greedy", "a", "--worlds", "village-v1",
+                       "--scenarios", "kill-parent", "--seeds", "3", "--quiet", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["greedy"] == "a"
+    ((_size, rates),) = out["by_size"].items()
+    spec = EvalSpec([load_scenario("kill-parent")], [("village-v1", load_world("village-v1"))], villages=3, seed=0)
+    greedy = evaluate([("default", load_policy("default", seed=0))], dataclasses.replace(spec, deterministic=True))
+    sampled = evaluate([("default", load_policy("default", seed=0))], spec)
+    assert any(greedy["default"][rate] != sampled["default"][rate] for rate in INTERVAL_RATES)  # they differ here
+    for rate in INTERVAL_RATES:
+        assert rates[rate]["a"] == greedy["default"][rate]
+        assert rates[rate]["b"] == sampled["default"][rate]
+
+
 def test_policies_are_chosen_on_worlds_the_sweep_does_not_hold_out(bench_script):
     """paired_eval --worlds validation: the sweep's sizes, on generator seeds below the held-out range, so choosing
     a candidate there leaves the sweep's worlds unseen."""
@@ -177,6 +194,7 @@ def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
     ("paired_eval", ["--a", "scripted", "--seeds", "0"], "--seeds"),
     ("paired_eval", ["--a", "no-such-policy.pt"], "no-such-policy.pt"),
     ("paired_eval", ["--a", "scripted", "--worlds", "no-such-world"], "no-such-world"),
+    ("paired_eval", ["--a", "scripted", "--greedy", "c"], "--greedy"),
     ("news_channels", ["--villages", "0"], "--villages"),
     ("chain_anatomy", ["--world", "no-such-world"], "no-such-world"),
     ("diversity_probe", ["--rows-from", "nobody"], "--rows-from"),
