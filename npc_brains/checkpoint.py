@@ -134,3 +134,32 @@ def check_env_compatible(stored: dict[str, Any], env: Any, source: str) -> None:
                          if a != b), None)
             where = f" (first difference at index {diff})" if diff is not None else ""
             raise CheckpointError(f"{source}: its {key} differs from this environment's{where}")
+
+
+def average_policies(paths: list[str | Path], weights: list[float] | None = None) -> dict[str, Any]:
+    """A policy payload whose every tensor is the weighted mean of those of the policies at `paths` (a "model soup":
+    fine-tunings of one parent averaged in weight space). The first policy gives the config and env; every policy must
+    share its architecture (`net`), environment and tensor shapes, else CheckpointError names the first difference.
+    Write the result with `save_checkpoint`."""
+    if len(paths) < 2:
+        raise CheckpointError(f"averaging needs two policies or more, got {len(paths)}")
+    weights = [1.0] * len(paths) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(paths) or any(not w > 0 for w in weights):
+        raise CheckpointError(f"weights: expected one positive weight per policy, got {weights}")
+    loaded = [load_checkpoint(p) for p in paths]
+    first = loaded[0]
+    for path, data in zip(paths, loaded, strict=True):
+        if data.get("kind") != "policy":
+            raise CheckpointError(f"{path}: a {data.get('kind')!r} checkpoint; average the policy.pt files of runs")
+        for key in ("net", "env"):
+            if data[key] != first[key]:
+                raise CheckpointError(f"{path}: its {key!r} differs from {paths[0]}'s; only policies of one "
+                                      f"architecture and environment can be averaged")
+        if set(data["model"]) != set(first["model"]) or any(
+                data["model"][k].shape != first["model"][k].shape for k in first["model"]):
+            raise CheckpointError(f"{path}: its tensors differ in names or shapes from {paths[0]}'s")
+    total = sum(weights)
+    model = {key: (sum(d["model"][key].double() * w for d, w in zip(loaded, weights, strict=True)) / total)
+             .to(first["model"][key].dtype) for key in first["model"]}
+    return {key: value for key, value in first.items() if key not in ("format", "version", CHECKSUM_KEY)} | {
+        "model": model, "averaged_from": [str(p) for p in paths], "averaged_weights": weights}

@@ -1,0 +1,58 @@
+"""Average trained policies in weight space (a "model soup") and write the result as a policy file.
+
+Fine-tunings of one parent (say, twelfth stages from the bundled FT51a with different levers or seeds) lie near
+each other in weight space, and their mean can hold what each learned (Wortsman et al., 2022, "Model soups").
+The result is an ordinary policy.pt: judge it like any candidate, on the validation worlds against its parent:
+
+    python bench/weight_average.py --out runs/soup/S1.pt runs/FT51a/policy.pt runs/FT57b/policy.pt
+    python bench/paired_eval.py --a runs/soup/S1.pt --b runs/FT51a/policy.pt --worlds validation:8 --seeds 16
+
+`PATH@W` gives a policy weight W (1 by default). The first policy's config (its world, its training command)
+goes with the result, which also records what it was averaged from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("policies", nargs="+", metavar="PATH[@W]", help="policy files, each with an optional weight")
+    parser.add_argument("--out", required=True, help="where to write the averaged policy file")
+    args = parser.parse_args(argv)
+    args.parser = parser
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    from npc_brains.checkpoint import CheckpointError, average_policies, save_checkpoint
+
+    paths, weights = [], []
+    for item in args.policies:
+        path, _, weight = item.rpartition("@") if "@" in item else (item, "", "1")
+        try:
+            weights.append(float(weight))
+        except ValueError:
+            args.parser.error(f"{item}: the weight after @ must be a number, got {weight!r}")
+        paths.append(path)
+    try:
+        payload = average_policies(paths, weights)
+    except CheckpointError as exc:
+        args.parser.error(str(exc))
+    try:
+        written = save_checkpoint(args.out, payload)
+    except OSError as exc:
+        args.parser.error(f"--out {args.out}: cannot write it: {exc.strerror or exc}")
+    print(f"wrote {written}: the weighted mean of {len(paths)} policies "
+          f"({', '.join(f'{p} x {w:g}' for p, w in zip(paths, weights, strict=True))})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
