@@ -159,7 +159,13 @@ def average_policies(paths: list[str | Path], weights: list[float] | None = None
                 data["model"][k].shape != first["model"][k].shape for k in first["model"]):
             raise CheckpointError(f"{path}: its tensors differ in names or shapes from {paths[0]}'s")
     total = sum(weights)
-    model = {key: (sum(d["model"][key].double() * w for d, w in zip(loaded, weights, strict=True)) / total)
-             .to(first["model"][key].dtype) for key in first["model"]}
+
+    def mean(key: str) -> torch.Tensor:
+        if not first["model"][key].is_floating_point():  # a count, not a weight: the first policy's
+            return first["model"][key]
+        stacked = sum(d["model"][key].double() * w for d, w in zip(loaded, weights, strict=True)) / total
+        return stacked.to(first["model"][key].dtype)
+
+    model = {key: mean(key) for key in first["model"]}
     return {key: value for key, value in first.items() if key not in ("format", "version", CHECKSUM_KEY)} | {
         "model": model, "averaged_from": [str(p) for p in paths], "averaged_weights": weights}
