@@ -132,12 +132,13 @@ def test_policies_are_chosen_on_worlds_the_sweep_does_not_hold_out(bench_script)
     from npc_brains.evaluate import HELD_OUT_SEED_MIN, SWEEP_SIZES, SWEEP_WORLDS, VALIDATION_WORLDS
 
     bench = bench_script("paired_eval")
-    _, spec = bench.load(bench.parse(["--a", "scripted", "--b", "random", "--worlds", "validation"]))
+    _, (spec, same) = bench.load(bench.parse(["--a", "scripted", "--b", "random", "--worlds", "validation"]))
+    assert same == spec  # both sides play the same villages
     assert [label for label, _ in spec.worlds] == list(VALIDATION_WORLDS)
     assert {len(world.npcs) for _, world in spec.worlds} == set(SWEEP_SIZES)
     assert not set(VALIDATION_WORLDS) & set(SWEEP_WORLDS)
     assert all(1 < int(label.split(":")[2]) < HELD_OUT_SEED_MIN for label in VALIDATION_WORLDS)  # 1: training's
-    _, wide = bench.load(bench.parse(["--a", "scripted", "--b", "random", "--worlds", "validation:3"]))
+    _, (wide, _) = bench.load(bench.parse(["--a", "scripted", "--b", "random", "--worlds", "validation:3"]))
     labels = [label for label, _ in wide.worlds]
     assert len(labels) == 3 * len(SWEEP_SIZES) and set(VALIDATION_WORLDS) < set(labels)
     assert max(int(label.split(":")[2]) for label in labels) < HELD_OUT_SEED_MIN
