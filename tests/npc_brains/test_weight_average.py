@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from npc_brains import load_policy
-from npc_brains.checkpoint import CheckpointError, average_policies, load_checkpoint, save_checkpoint
+from npc_brains.checkpoint import CHECKSUM_KEY, CheckpointError, average_policies, load_checkpoint, save_checkpoint
 from npc_brains.resolve import bundled_policy
 
 
 def _scaled_copy(src: Path, dst: Path, factor: float) -> Path:
     data = load_checkpoint(src)
-    data = {k: v for k, v in data.items() if k not in ("format", "version", "tensors_sha256")}
+    data = {k: v for k, v in data.items() if k not in ("format", "version", CHECKSUM_KEY)}
     data["model"] = {k: v * factor if v.is_floating_point() else v for k, v in data["model"].items()}
     return save_checkpoint(dst, data)
 
@@ -45,7 +45,9 @@ def test_a_policy_averaged_with_itself_acts_as_it_did(tmp_path: Path, bench_scri
     np.testing.assert_allclose(a.probs, b.probs, rtol=1e-5, atol=1e-6)
 
 
-def test_policies_of_another_architecture_are_refused(untrained_policy_file, bench_script, capsys) -> None:
+def test_policies_of_another_architecture_are_refused(untrained_policy_file, bench_script, capsys,
+                                                      tmp_path: Path) -> None:
+    unused = str(tmp_path / "unused.pt")
     parent = bundled_policy("default")
     other = untrained_policy_file(slots=6)
     with pytest.raises(CheckpointError, match="'net' differs"):
@@ -53,8 +55,8 @@ def test_policies_of_another_architecture_are_refused(untrained_policy_file, ben
     with pytest.raises(CheckpointError, match="two policies or more"):
         average_policies([parent])
     with pytest.raises(SystemExit) as exit_info:
-        bench_script("weight_average").main(["--out", "unused.pt", str(parent), f"{other}"])
+        bench_script("weight_average").main(["--out", unused, str(parent), str(other)])
     assert exit_info.value.code == 2 and "differs" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        bench_script("weight_average").main(["--out", "unused.pt", str(parent), f"{parent}@heavy"])
-    assert "@" in capsys.readouterr().err and not Path("unused.pt").exists()
+        bench_script("weight_average").main(["--out", unused, str(parent), f"{parent}@heavy"])
+    assert "@" in capsys.readouterr().err and not Path(unused).exists()
