@@ -26,7 +26,7 @@ from engine.metrics import (
     system_neural_diversity,
     trace_stats,
 )
-from engine.policy_api import Policy
+from engine.policy_api import Policy, PolicyOutput
 from engine.scenarios import Scenario, ScenarioError, run_scenario
 from npc_brains.resolve import policy_slots as built_slots
 from npc_brains.tuning import policy_tuning
@@ -135,12 +135,52 @@ def fresh_policy(net: dict[str, Any], env: dict[str, Any], *, config: dict[str, 
     return NumpyPolicy(ckpt, name, seed)
 
 
-def random_init_policy(policy: Any, seed: int = 0) -> Any | None:
-    """The same architecture as a trained `policy`, untrained; None for policies without a network."""
+class UntrainedPopulation:
+    """K untrained networks of one architecture playing as one population: NPC row i acts with draw i mod K.
+
+    One untrained network has habits of its own (a draw that greedily mourns beside any body), so one draw measures
+    that draw; a population of draws measures what an untrained network of the architecture does."""
+
+    def __init__(self, draws: Sequence[Any], name: str = "random_init"):
+        if not draws:
+            raise ValueError("draws: expected at least one untrained network")
+        first = draws[0]
+        self.draws = list(draws)
+        self.name = name
+        # what the harness reads off a policy (its world, its slots, its layout): the draws share them
+        self.spec, self.env, self.config = first.spec, first.env, first.config
+        self.obs_dim, self.n_actions = first.obs_dim, first.n_actions
+        self.action_names, self.observation_layout, self.env_id = (first.action_names, first.observation_layout,
+                                                                   first.env_id)
+
+    def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
+            with_values: bool = False) -> PolicyOutput:
+        K, R = len(self.draws), len(obs)
+        actions = np.zeros(R, np.int64)
+        probs = np.zeros((R, self.n_actions), np.float32) if with_probs else None
+        values = np.zeros(R, np.float32) if with_values else None
+        for k, draw in enumerate(self.draws[:R]):
+            part = draw.act(obs[k::K], mask[k::K], deterministic=deterministic, with_probs=with_probs,
+                            with_values=with_values)
+            actions[k::K] = part.actions
+            if probs is not None:
+                probs[k::K] = part.probs
+            if values is not None:
+                values[k::K] = part.values
+        return PolicyOutput(actions, probs, values)
+
+
+def random_init_policy(policy: Any, seed: int = 0, draws: int = 1) -> Any | None:
+    """The same architecture as a trained `policy`, untrained (torch seed `seed`); with `draws` K > 1, an
+    `UntrainedPopulation` of K networks (seeds `seed` to `seed` + K - 1). None for policies without a network."""
     spec, env = getattr(policy, "spec", None), getattr(policy, "env", None)
     if spec is None or env is None or not hasattr(spec, "to_dict"):
         return None
-    return fresh_policy(spec.to_dict(), env, config=getattr(policy, "config", {}), seed=seed)
+    if draws < 1:
+        raise ValueError(f"draws: expected an integer >= 1, got {draws}")
+    nets = [fresh_policy(spec.to_dict(), env, config=getattr(policy, "config", {}), seed=seed + k)
+            for k in range(draws)]
+    return nets[0] if draws == 1 else UntrainedPopulation(nets)
 
 
 def persona_probs(policy: Policy, trace: Trace) -> np.ndarray | None:

@@ -47,6 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare", default="mappo,scripted,random_init,random",
                         help="comma-separated comparisons among mappo, scripted, random_init, random, or 'none' "
                              "(default: all four; unavailable ones are skipped with a note)")
+    parser.add_argument("--random-init-draws", default="1", metavar="K",
+                        help="the random_init comparison as K untrained networks (torch seeds SEED to SEED + K - 1), "
+                             "NPC i acting with draw i mod K, so that the untrained figure is not one network's "
+                             "habit (default: 1)")
     parser.add_argument("--max-ticks", default=None,
                         help="cap every scenario's episode length (ticks), for quick runs (default: no cap)")
     parser.add_argument("--tuning", action="append", default=None, metavar="FIELD=VALUE",
@@ -96,7 +100,8 @@ def _load_main_policy(choice: str, seed: int) -> tuple[str, Any]:
     return policy.name, policy
 
 
-def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: list[str]) -> list[tuple[str, Any]]:
+def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: list[str],
+                 draws: int = 1) -> list[tuple[str, Any]]:
     from npc_brains import PolicyError, load_policy, policy_tuning
     from npc_brains.evaluate import random_init_policy
 
@@ -112,10 +117,13 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
                 continue
             out.append(("mappo", policy))
         elif name == "random_init":
-            fresh = random_init_policy(main, seed=seed)
+            fresh = random_init_policy(main, seed=seed, draws=draws)
             if fresh is None:
                 notes.append(f"random_init skipped: {main_name} has no network to re-initialise")
                 continue
+            if draws > 1:
+                notes.append(f"random_init: {draws} untrained networks (torch seeds {seed} to {seed + draws - 1}), "
+                             f"NPC i acting with draw i mod {draws}")
             out.append(("random_init", fresh))
         else:
             baseline = load_policy(name, seed=seed)
@@ -152,6 +160,9 @@ def run(args: argparse.Namespace) -> int:
         if name not in COMPARISONS:
             raise UserError(f"--compare: unknown comparison {name!r}; expected some of {', '.join(COMPARISONS)} "
                             f"or 'none'")
+    draws = _int_flag(args.random_init_draws, "--random-init-draws", 1)
+    if draws > 1 and "random_init" not in compare:
+        raise UserError("--random-init-draws: it sets the random_init comparison; expected random_init in --compare")
     scenario_ids = bundled_scenarios() if args.scenarios.strip() == "all" else _items(args.scenarios, "--scenarios")
     try:
         scenarios = [load_scenario(s) for s in scenario_ids]
@@ -178,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     ray = ray_options(args)
     notes: list[str] = []
     main_name, main = _load_main_policy(args.policy, seed)
-    policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes)]
+    policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes, draws)]
     if args.tuning:
         _override_tuning(policies, args.tuning)
 
@@ -260,7 +271,8 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
     payload = {
         "policy": main_name,
         "config": {"scenarios": scenario_ids, "worlds": world_labels, "seeds": villages, "seed": args.seed,
-                   "max_ticks": args.max_ticks, "deterministic": args.deterministic},
+                   "max_ticks": args.max_ticks, "deterministic": args.deterministic,
+                   "random_init_draws": int(args.random_init_draws)},
         "wall_seconds": round(wall, 2),
         "notes": list(dict.fromkeys(notes)),
         "thresholds": {"scope": scope, "checks": [c.__dict__ for c in checks]},

@@ -113,6 +113,24 @@ def test_a_network_policy_is_compared_with_its_untrained_twin(tmp_path: Path,
     assert "random_init mourning_rate" in captured.out
 
 
+def test_random_init_draws_play_a_population_of_untrained_networks(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "--policy", "default", "--scenarios", "kill-parent", "--worlds", "generated:12:10000",
+            "--seeds", "2", "--max-ticks", "40", "--compare", "random_init", "--deterministic", "--quiet", "--json"]
+    assert call([*argv, "--out", str(tmp_path / "one")]) == 0
+    one = last_json(capsys.readouterr().out)
+    code = call([*argv, "--random-init-draws", "3", "--out", str(tmp_path / "three")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    three = last_json(captured.out)
+    note = "note: random_init: 3 untrained networks (torch seeds 0 to 2), NPC i acting with draw i mod 3"
+    assert note in captured.out
+    assert one["default"] == three["default"]  # the trained policy's play is untouched
+    assert one["random_init"] != three["random_init"]  # two more draws play two thirds of the NPCs
+    saved = json.loads((tmp_path / "three" / "results.json").read_text())
+    assert saved["config"]["random_init_draws"] == 3
+
+
 def _actor_state(net: dict) -> dict:
     """A fresh actor's weights under checkpoint keys (what a trained policy file holds)."""
     import torch
@@ -136,6 +154,9 @@ def _actor_state(net: dict) -> dict:
     (["--sweep", "--worlds", "village-v1"], "--sweep: it sets the worlds itself"),
     (["--sweep-worlds", "3"], "--sweep-worlds: it sets how many worlds --sweep plays; expected --sweep with it"),
     (["--sweep", "--sweep-worlds", "0"], "--sweep-worlds: expected an integer >= 1, got 0"),
+    (["--random-init-draws", "0"], "--random-init-draws: expected an integer >= 1, got 0"),
+    (["--compare", "scripted", "--random-init-draws", "4"],
+     "--random-init-draws: it sets the random_init comparison; expected random_init in --compare"),
     (["--tuning", "nope=1"], "--tuning: unknown engine field 'nope'"),
     (["--tuning", "rumour_error=abc"], "--tuning rumour_error: expected a number or true/false"),
     (["--tuning", "rumour_error"], "--tuning: expected FIELD=VALUE"),
