@@ -202,6 +202,11 @@ def probe_diversity(policy: Policy, trace: Trace) -> tuple[float | None, int]:
     Returns (SND, number of probe observations)."""
     if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
         return None, 0
+    if isinstance(policy, UntrainedPopulation):
+        # personalities are compared within one network: a population's SND is its draws' mean, since rows of
+        # different draws would differ by the draw, not by the personality
+        values = [probe_diversity(draw, trace)[0] for draw in policy.draws]
+        return (None, 0) if None in values else (float(np.mean(values)), len(trace.probe_obs))
     probs = persona_probs(policy, trace)
     if probs is None:
         return None, 0

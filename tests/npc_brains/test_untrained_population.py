@@ -62,3 +62,22 @@ def test_no_draws_is_refused(trained) -> None:
         random_init_policy(trained, draws=0)
     with pytest.raises(ValueError, match="at least one"):
         UntrainedPopulation([])
+
+
+def test_a_populations_diversity_compares_personalities_within_each_draw(trained) -> None:
+    from engine.scenarios import load_scenario, run_scenario
+    from npc_brains.evaluate import policy_slots, policy_tuning, probe_diversity
+    from worlds import load_world
+
+    population = random_init_policy(trained, seed=0, draws=3)
+    trace = run_scenario(population, load_scenario("kill-parent"), load_world("village-v1"), villages=2, seed=1,
+                         max_ticks=30, slots=policy_slots(population), tuning=policy_tuning(population))
+    snd, n = probe_diversity(population, trace)
+    own = [probe_diversity(draw, trace)[0] for draw in population.draws]
+    assert n > 0 and snd == pytest.approx(np.mean(own))
+    # rows of different draws differ by the draw: compared across draws, the untrained would look diverse
+    from engine.metrics import system_neural_diversity
+    from npc_brains.evaluate import persona_probs
+
+    mixed = system_neural_diversity(persona_probs(population, trace))
+    assert mixed > 2 * snd
