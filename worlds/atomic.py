@@ -7,7 +7,9 @@ snapshots, checkpoints and exported policies are all written by `write_atomicall
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -20,8 +22,14 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | memoryview) -> 
     rename itself; the temporary file's name starts with a dot and ends in `.tmp`, so globs for the real
     files never see it."""
     target = Path(path)
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)  # a replaced file keeps its permissions
+    except OSError:
+        mode = 0o666 & ~_umask()  # a new one gets what open() would give it, not mkstemp's owner-only 0600
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        with contextlib.suppress(OSError):  # a file system without permissions (FAT) keeps its own
+            os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -33,6 +41,14 @@ def write_atomically(path: str | os.PathLike[str], data: bytes | memoryview) -> 
         raise
     fsync_dir(target.parent)
     return target
+
+
+@functools.cache
+def _umask() -> int:
+    """The process's umask (read once: os.umask can only be read by setting it)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def fsync_dir(folder: str | os.PathLike[str]) -> None:

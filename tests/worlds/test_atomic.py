@@ -73,3 +73,17 @@ def test_file_is_fsynced_before_the_rename_and_the_folder_after_it(tmp_path, mon
 def test_a_missing_folder_is_an_oserror(tmp_path):
     with pytest.raises(FileNotFoundError):
         atomic.write_atomically(tmp_path / "no" / "such" / "folder.toml", b"x")
+
+
+def test_a_new_file_gets_the_umask_mode_and_a_replaced_one_keeps_its_own(tmp_path):
+    import stat
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    fresh = atomic.write_atomically(tmp_path / "world.toml", b"a")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~mask  # as open() would make it, not mkstemp's 0600
+    kept = tmp_path / "private.pt"
+    kept.write_bytes(b"old")
+    kept.chmod(0o640)
+    atomic.write_atomically(kept, b"new")
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o640 and kept.read_bytes() == b"new"
