@@ -5,7 +5,8 @@ move by chance by about as much as most changes do (docs/emergence.md, "Thirty-f
 play the same scenario runs with the same simulation seeds, villages are resampled together, and what the villages
 share (who was killed, who saw it, who is kin) cancels out of the difference. Prints, per world size, each rate of
 A and of B with its 95% bootstrap interval over the villages, and A - B with its paired interval; a difference
-whose interval excludes 0 is marked.
+whose interval excludes 0 is marked. Then each side's personality diversity per size: SND of its probabilities and
+SND as played (`village eval`'s `diversity` and `diversity_played`), without intervals.
 
     python bench/paired_eval.py --a runs/x/policy.pt --b default --worlds generated:24:10000,generated:96:10000
     python bench/paired_eval.py --a mappo --b default --seeds 32 --json
@@ -105,12 +106,14 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
     return policies, [dataclasses.replace(spec, deterministic=side) for side in greedy]
 
 
-def by_size(policy: Any, spec: Any, on_cell: Any) -> dict[int, Any]:
-    """{NPCs: Stats} of the policy over every scenario x world, the worlds pooled by size, cells in a fixed order."""
+def by_size(policy: Any, spec: Any, on_cell: Any) -> tuple[dict[int, Any], dict[int, dict[str, float]]]:
+    """({NPCs: Stats}, {NPCs: {diversity, diversity_played}}) of the policy over every scenario x world, the worlds
+    pooled by size (SND weighted by probe observations, as `village eval`), cells in a fixed order."""
     from engine.metrics import Stats
     from npc_brains.evaluate import evaluate_cell
 
     out: dict[int, Any] = {}
+    sums: dict[int, list[float]] = {}
     for si in range(len(spec.scenarios)):
         for wi, (_label, world) in enumerate(spec.worlds):
             cell = evaluate_cell(policy, spec, si, wi)
@@ -119,7 +122,13 @@ def by_size(policy: Any, spec: Any, on_cell: Any) -> dict[int, Any]:
             st = out.setdefault(size, Stats())
             if cell.stats is not None:  # None: a scenario this world cannot run, skipped alike for both policies
                 st += cell.stats
-    return out
+            if cell.snd is not None:
+                acc = sums.setdefault(size, [0.0, 0.0, 0])
+                acc[0] += cell.snd * cell.snd_n
+                acc[1] += (cell.snd_played or 0.0) * cell.snd_n
+                acc[2] += cell.snd_n
+    snd = {size: {"diversity": a / n, "diversity_played": p / n} for size, (a, p, n) in sums.items() if n}
+    return out, snd
 
 
 def compare(stats_a: dict[int, Any], stats_b: dict[int, Any]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -158,8 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     spec = specs[0]
     cells = len(spec.scenarios) * len(spec.worlds)
     with tqdm(total=2 * cells, unit="run", file=sys.stderr, disable=args.quiet, leave=False) as bar:
-        stats = [by_size(policy, side, bar.update) for (_, policy), side in zip(policies, specs, strict=True)]
-    table = compare(*stats)
+        played = [by_size(policy, side, bar.update) for (_, policy), side in zip(policies, specs, strict=True)]
+    table = compare(*(stats for stats, _ in played))
+    snd = [d for _, d in played]
     (name_a, _), (name_b, _) = policies
     name_a, name_b = (f"{name} greedy" if side.deterministic else name
                       for name, side in ((name_a, specs[0]), (name_b, specs[1])))
@@ -175,8 +185,15 @@ def main(argv: list[str] | None = None) -> int:
             mark = " *" if d is not None and (d[0] > 0 or d[1] < 0) else ""
             print(f"| {size} | {rate} | {fmt(r['a'], r['a_interval'])} | {fmt(r['b'], r['b_interval'])} | "
                   f"{fmt(r['diff'], d, sign=True)}{mark} |")
+    print()
+    print("| NPCs | SND A | SND B | as played A | as played B |")
+    print("|---:|---:|---:|---:|---:|")
+    for size in sorted(set(snd[0]) | set(snd[1])):
+        cells = [fmt(side.get(size, {}).get(key), None) for key in ("diversity", "diversity_played") for side in snd]
+        print(f"| {size} | " + " | ".join(cells) + " |")
     if args.json:
-        print(json.dumps({"a": args.a, "b": args.b, "greedy": args.greedy, "by_size": table}))
+        diversity = {side: {str(k): v for k, v in d.items()} for side, d in zip("ab", snd, strict=True)}
+        print(json.dumps({"a": args.a, "b": args.b, "greedy": args.greedy, "by_size": table, "diversity": diversity}))
     return 0
 
 

@@ -42,7 +42,7 @@ SCALARS: tuple[str, ...] = (
     "diversity", "diversity_empirical", "action_entropy", "news_reach", "news_hops", "news_graph_distance",
     "chain_length", "chain_length_max", "chain_branching", "chain_deep_share", "chain_deaths", "news_reach_48",
     "hearsay_accuracy", "hearsay_culprit_share", "hearsay_culprit_delay", "player_reactions", "fear_kept_rate",
-    "fear_by_culprit_death", "fear_fled_rate", "fear_chosen_rate",
+    "fear_by_culprit_death", "fear_fled_rate", "fear_chosen_rate", "diversity_played",
 )
 # the held-out size sweep (`village eval --sweep`): two held-out generated worlds per size
 SWEEP_SIZES: tuple[int, ...] = (12, 24, 48, 96)
@@ -64,7 +64,7 @@ VALIDATION_WORLDS: tuple[str, ...] = size_worlds(first=VALIDATION_SEED_MIN)
 SIZE_COLUMNS: tuple[str, ...] = (
     "mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "fear_kept_rate", "fear_fled_rate",
     "fear_chosen_rate", "news_reach_48", "hearsay_accuracy", "chain_length", "chain_branching", "player_reactions",
-    "diversity",
+    "diversity", "diversity_played",
 )
 # the table printed by `village eval` (results.json and table.md have them all)
 TABLE_COLUMNS: tuple[str, ...] = (
@@ -197,20 +197,40 @@ def persona_probs(policy: Policy, trace: Trace) -> np.ndarray | None:
     return np.asarray(out.probs, float).reshape(P, G, -1)
 
 
-def probe_diversity(policy: Policy, trace: Trace) -> tuple[float | None, int]:
-    """SND of the policy over its NPCs' personalities: mean pairwise TV of `persona_probs`.
-    Returns (SND, number of probe observations)."""
+def played_distribution(probs: np.ndarray, deterministic: bool) -> np.ndarray:
+    """The distribution an NPC acts from: its probabilities when it samples; when it takes its most likely action
+    (`village eval --deterministic`), that action with probability 1, as the scripted rules' always are."""
+    if not deterministic:
+        return probs
+    return np.eye(probs.shape[-1])[probs.argmax(-1)]
+
+
+def probe_diversities(policy: Policy, trace: Trace, deterministic: bool = False
+                      ) -> tuple[float | None, float | None, int]:
+    """(SND of the policy's probabilities, SND of what it plays (`played_distribution`), number of probe
+    observations) over its NPCs' personalities; (None, None, 0) where there is nothing to probe."""
     if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
-        return None, 0
+        return None, None, 0
     if isinstance(policy, UntrainedPopulation):
         # personalities are compared within one network: a population's SND is its draws' mean, since rows of
         # different draws would differ by the draw, not by the personality
-        values = [probe_diversity(draw, trace)[0] for draw in policy.draws]
-        return (None, 0) if None in values else (float(np.mean(values)), len(trace.probe_obs))
+        values = [probe_diversities(draw, trace, deterministic)[:2] for draw in policy.draws]
+        if any(None in v for v in values):
+            return None, None, 0
+        snd, played = np.mean(values, axis=0)
+        return float(snd), float(played), len(trace.probe_obs)
     probs = persona_probs(policy, trace)
     if probs is None:
-        return None, 0
-    return system_neural_diversity(probs), len(trace.probe_obs)
+        return None, None, 0
+    return (system_neural_diversity(probs), system_neural_diversity(played_distribution(probs, deterministic)),
+            len(trace.probe_obs))
+
+
+def probe_diversity(policy: Policy, trace: Trace) -> tuple[float | None, int]:
+    """SND of the policy over its NPCs' personalities: mean pairwise TV of `persona_probs`.
+    Returns (SND, number of probe observations)."""
+    snd, _played, n = probe_diversities(policy, trace)
+    return snd, n
 
 
 def scalar_view(result: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +255,7 @@ class Cell:
     plan: str = ""
     snd: float | None = None
     snd_n: int = 0
+    snd_played: float | None = None  # SND of the distribution the NPCs act from (`played_distribution`)
     skipped: str | None = None  # why the scenario cannot run on this world
 
 
@@ -249,8 +270,8 @@ def evaluate_cell(policy: Policy, spec: EvalSpec, si: int, wi: int) -> Cell:
                              probe_rows=spec.probe_rows, tuning=policy_tuning(policy))
     except ScenarioError as exc:
         return Cell(si, wi, skipped=f"skipped {scenario.id} on {label}: {exc}")
-    snd, n = probe_diversity(policy, trace)
-    return Cell(si, wi, trace_stats(trace, spec.params), f"{scenario.id} on {label}: {trace.plan}", snd, n)
+    snd, played, n = probe_diversities(policy, trace, spec.deterministic)
+    return Cell(si, wi, trace_stats(trace, spec.params), f"{scenario.id} on {label}: {trace.plan}", snd, n, played)
 
 
 def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str], None] | None = None,
@@ -262,6 +283,7 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
     by_world: dict[str, Stats] = {}
     by_size: dict[int, Stats] = {}
     snd_sum: dict[str, float] = {}
+    played_sum: dict[str, float] = {}
     snd_n: dict[str, int] = {}
     plans: list[str] = []
     def computed() -> Iterator[Cell]:
@@ -295,10 +317,12 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
         if snd is not None:
             for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held", f"n:{size}") if held_out else ())):
                 snd_sum[key] = snd_sum.get(key, 0.0) + snd * n
+                played_sum[key] = played_sum.get(key, 0.0) + (cell.snd_played or 0.0) * n
                 snd_n[key] = snd_n.get(key, 0) + n
 
     def with_snd(result: dict[str, Any], key: str) -> dict[str, Any]:
         result["diversity"] = snd_sum[key] / snd_n[key] if snd_n.get(key) else None
+        result["diversity_played"] = played_sum[key] / snd_n[key] if snd_n.get(key) else None
         return result
 
     result = with_snd(overall.result(), "all")
@@ -331,21 +355,22 @@ def evaluate(policies: Sequence[tuple[str, Policy]], spec: EvalSpec, *,
 
 
 def add_diversity_ratio(results: dict[str, Any]) -> None:
-    """`diversity_ratio`: each policy's SND over the scripted rules' on the same runs (overall, held-out, per
-    held-out size); None without the scripted comparison."""
+    """`diversity_ratio` and `diversity_played_ratio`: each policy's SND (of its probabilities; of what it plays)
+    over the scripted rules' on the same runs (overall, held-out, per held-out size); None without the scripted
+    comparison. The rules always play their one-hot choice, so both ratios divide by the same SND of theirs."""
     ref = results.get("scripted")
 
-    def ratio(mine: Any, theirs: Any) -> float | None:
-        if not mine or not theirs or mine.get("diversity") is None or not theirs.get("diversity"):
-            return None
-        return float(mine["diversity"] / theirs["diversity"])
+    def add(mine: Any, theirs: Any) -> None:
+        for metric in ("diversity", "diversity_played"):
+            ok = mine and theirs and mine.get(metric) is not None and theirs.get(metric)
+            mine[f"{metric}_ratio"] = float(mine[metric] / theirs[metric]) if ok else None
 
     for r in results.values():
-        r["diversity_ratio"] = ratio(r, ref)
+        add(r, ref)
         if r.get("held_out") is not None:
-            r["held_out"]["diversity_ratio"] = ratio(r["held_out"], (ref or {}).get("held_out"))
+            add(r["held_out"], (ref or {}).get("held_out"))
         for size, v in r.get("held_out_by_size", {}).items():
-            v["diversity_ratio"] = ratio(v, (ref or {}).get("held_out_by_size", {}).get(size))
+            add(v, (ref or {}).get("held_out_by_size", {}).get(size))
 
 
 # ------------------------------------------------------------------ thresholds and reporting
@@ -422,9 +447,10 @@ def target_checks(results: dict[str, Any], main: str) -> dict[str, list[Check]]:
             v, ref = m.get(metric), (other(name) or {}).get(metric)
             checks.append(Check(f"{metric} > {name}", v, f"> {_fmt(ref, _digits(metric))}",
                                 None if v is None or ref is None else bool(v > ref)))
-        v = m.get("diversity_ratio")
-        checks.append(Check("diversity_ratio", v, f">= {TARGET_DIVERSITY_RATIO:g} (SND / scripted SND)",
-                            None if v is None else bool(v >= TARGET_DIVERSITY_RATIO)))
+        for metric, what in (("diversity_ratio", "SND"), ("diversity_played_ratio", "SND as played")):
+            v = m.get(metric)
+            checks.append(Check(metric, v, f">= {TARGET_DIVERSITY_RATIO:g} ({what} / scripted SND)",
+                                None if v is None else bool(v >= TARGET_DIVERSITY_RATIO)))
         out[size] = checks
     return out
 
@@ -505,7 +531,8 @@ def scenario_table(results: dict[str, Any], metric: str) -> str:
 def json_line(results: dict[str, Any]) -> dict[str, Any]:
     """What `village eval --json` prints on its last line: scalars, held-out scalars, per-scenario and per-world
     rates."""
-    return {name: {**scalar_view(r), "diversity_ratio": r.get("diversity_ratio"), "held_out": r.get("held_out"),
+    return {name: {**scalar_view(r), "diversity_ratio": r.get("diversity_ratio"),
+                   "diversity_played_ratio": r.get("diversity_played_ratio"), "held_out": r.get("held_out"),
                    "held_out_by_size": {k: {c: x for c, x in v.items() if c != "curves"}
                                         for k, v in r.get("held_out_by_size", {}).items()},
                    "by_scenario": r.get("by_scenario"), "by_world": r.get("by_world"), "counts": r.get("counts")}

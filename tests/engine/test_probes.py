@@ -124,6 +124,11 @@ def test_the_paired_comparison_plays_a_greedy_side_as_village_eval_deterministic
     for rate in INTERVAL_RATES:
         assert rates[rate]["a"] == greedy["default"][rate]
         assert rates[rate]["b"] == sampled["default"][rate]
+    ((_size, snd_a),), ((_, snd_b),) = out["diversity"]["a"].items(), out["diversity"]["b"].items()
+    for key in ("diversity", "diversity_played"):  # each side's SND as village eval measures it on those runs
+        assert snd_a[key] == pytest.approx(greedy["default"][key])
+        assert snd_b[key] == pytest.approx(sampled["default"][key])
+    assert snd_b["diversity_played"] == pytest.approx(snd_b["diversity"])
 
 
 def test_policies_are_chosen_on_worlds_the_sweep_does_not_hold_out(bench_script):

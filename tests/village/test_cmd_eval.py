@@ -131,6 +131,23 @@ def test_random_init_draws_play_a_population_of_untrained_networks(tmp_path: Pat
     assert saved["config"]["random_init_draws"] == 3
 
 
+def test_greedy_play_reports_the_diversity_of_the_actions_taken(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["eval", "--policy", "default", "--scenarios", "kill-parent", "--worlds", "generated:12:10000",
+            "--seeds", "2", "--max-ticks", "40", "--compare", "scripted", "--quiet", "--json"]
+    assert call([*argv, "--deterministic"]) == 0
+    captured = capsys.readouterr()
+    greedy = last_json(captured.out)
+    assert "| diversity_played_ratio |" in captured.out and "SND as played / scripted SND" in captured.out
+    mine, rules = greedy["default"]["held_out_by_size"]["12"], greedy["scripted"]["held_out_by_size"]["12"]
+    assert rules["diversity_played"] == pytest.approx(rules["diversity"])  # the rules play their one-hot choice
+    assert greedy["scripted"]["diversity_played_ratio"] == pytest.approx(1.0)
+    assert mine["diversity_played_ratio"] == pytest.approx(mine["diversity_played"] / rules["diversity"])
+    assert mine["diversity_played"] != pytest.approx(mine["diversity"])  # greedy: one-hot choices, not probabilities
+    assert call(argv) == 0
+    sampled = last_json(capsys.readouterr().out)["default"]["held_out_by_size"]["12"]
+    assert sampled["diversity_played"] == pytest.approx(sampled["diversity"])  # sampled: it acts from them
+
+
 def _actor_state(net: dict) -> dict:
     """A fresh actor's weights under checkpoint keys (what a trained policy file holds)."""
     import torch
