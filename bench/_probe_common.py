@@ -57,23 +57,37 @@ def read_probe_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 
 def add_untrained_arg(parser: argparse.ArgumentParser) -> None:
-    """--untrained: probe the policy's untrained network (`village eval --compare random_init`'s) instead."""
+    """--untrained: probe the policy's untrained network (`village eval --compare random_init`'s) instead;
+    --untrained-draws K: K of them as one population (`village eval --random-init-draws K`)."""
     parser.add_argument("--untrained", action="store_true",
                         help="run the policy's untrained network (random_init) in the policy's world")
+    parser.add_argument("--untrained-draws", type=int, metavar="K",
+                        help="with --untrained: K untrained networks (torch seeds SEED to SEED + K - 1), NPC i acting "
+                             "with draw i mod K, as village eval --random-init-draws (default: one)")
 
 
 def probe_name(args: argparse.Namespace) -> str:
     """The probed policy's name in the report: --policy's, marked when --untrained."""
-    return f"{args.policy} (untrained)" if getattr(args, "untrained", False) else args.policy
+    if not getattr(args, "untrained", False):
+        return args.policy
+    draws = getattr(args, "untrained_draws", None)
+    return f"{args.policy} (untrained, {draws} draws)" if draws and draws > 1 else f"{args.policy} (untrained)"
 
 
 def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, policy: Any) -> tuple[Any, str]:
-    """(policy, name) to probe: the loaded one, or with --untrained its freshly initialised network."""
+    """(policy, name) to probe: the loaded one, or with --untrained its freshly initialised network (or
+    --untrained-draws K of them)."""
+    draws = getattr(args, "untrained_draws", None)
+    if draws is not None and not getattr(args, "untrained", False):
+        parser.error("--untrained-draws: it sets how many untrained networks --untrained plays; expected "
+                     "--untrained with it")
+    if draws is not None and draws < 1:
+        parser.error(f"--untrained-draws: expected an integer >= 1, got {draws}")
     if not getattr(args, "untrained", False):
         return policy, probe_name(args)
     from npc_brains.evaluate import random_init_policy
 
-    fresh = random_init_policy(policy, seed=args.seed)
+    fresh = random_init_policy(policy, seed=args.seed, draws=draws or 1)
     if fresh is None:
         parser.error(f"{args.policy} has no network to re-initialise")
     if getattr(policy, "tuning", None) is not None:  # --tuning's world, not only the one the policy learned in

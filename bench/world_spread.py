@@ -16,7 +16,8 @@ whose interval excludes 0 with the make-up held fixed.
     python bench/world_spread.py --policy default --per-size 8 --villages 16
     python bench/world_spread.py --policy runs/x/policy.pt --untrained --json > runs/untrained_spread.txt
 
-`--untrained` plays the policy's untrained network (random_init) in the policy's world instead.
+`--untrained` plays the policy's untrained network (random_init) in the policy's world instead; `--untrained-draws K`
+plays K of them as one population (NPC i with draw i mod K), as `village eval --random-init-draws K`.
 """
 
 from __future__ import annotations

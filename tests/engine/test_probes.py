@@ -364,6 +364,9 @@ def test_the_world_spread_counts_what_eval_counts_and_fits_the_make_up(bench_scr
     (["--per-size", "1"], "--per-size must be at least 2"),
     (["--sizes", "12,x"], "--sizes: expected comma-separated integers"),
     (["--policy", "nope.pt"], "nope.pt"),
+    (["--untrained-draws", "3"], "--untrained-draws: it sets how many untrained networks --untrained plays"),
+    (["--untrained", "--untrained-draws", "0"], "--untrained-draws: expected an integer >= 1, got 0"),
+    (["--policy", "scripted", "--untrained"], "scripted has no network to re-initialise"),
 ])
 def test_the_world_spread_rejects_bad_flags_in_one_line(bench_script, capsys, argv, message):
     bench = bench_script("world_spread")
@@ -371,3 +374,25 @@ def test_the_world_spread_rejects_bad_flags_in_one_line(bench_script, capsys, ar
         bench.main(["--quiet", *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and message in err[-1]
+
+
+def test_the_probes_play_a_population_of_untrained_networks(bench_script):
+    """--untrained-draws K: the probe plays `village eval --random-init-draws K`'s population, in the policy's world."""
+    import argparse
+
+    from npc_brains.evaluate import UntrainedPopulation
+
+    bench = bench_script("world_spread")
+    args = bench.parse(["--policy", "default", "--untrained", "--untrained-draws", "3", "--seed", "2"])
+    policy, _ = bench.load(args)
+    assert isinstance(policy, UntrainedPopulation) and len(policy.draws) == 3
+    assert bench.probe_name(args) == "default (untrained, 3 draws)"
+    label, scenario = "generated:12:5000", load_scenario("kill-parent")
+    world = bench.play_world(policy, [scenario], label, argparse.Namespace(villages=2, seed=2), lambda: None)
+    spec = EvalSpec([scenario], [(label, resolve_world(label))], villages=2, seed=2)
+    from npc_brains.evaluate import random_init_policy
+
+    ref = evaluate([("random_init", random_init_policy(load_policy("default", seed=2), seed=2, draws=3))], spec)
+    assert world["stats"].result()["mourning_rate"] == ref["random_init"]["mourning_rate"]
+    one = bench.parse(["--policy", "default", "--untrained"])
+    assert not isinstance(bench.load(one)[0], UntrainedPopulation) and bench.probe_name(one) == "default (untrained)"
