@@ -14,10 +14,15 @@ observation is put in the first situation it matches:
 
 Per situation it prints the share of observations, each policy's mean TV (its SND there), and that situation's
 share of the policy's overall SND; then the actions whose probability differs most between personalities
-(the mean over observations of max minus min across personalities).
+(the mean over observations of max minus min across personalities). It also prints the SND of the greedy choice
+(`village eval`'s `diversity_played` under `--deterministic`: the share of (observation, pair) cases in which two
+personalities' most likely actions differ) and how many of those differences are near ties: each personality's
+probability of its own choice within `NEAR_TIE` of the other's choice, a difference a slight change of the
+network would undo. `--greedy` plays the runs greedily (as `village eval --deterministic`) instead of sampling.
 
     python bench/diversity_probe.py --policy default --world generated:12:10000
     python bench/diversity_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
+    python bench/diversity_probe.py --policy default --world generated:12:10000 --villages 8 --greedy
 
 `--villages` and `--seed` as `village eval`'s `--seeds` and seed: the probe rows are the same ones.
 """
@@ -44,6 +49,7 @@ from npc_brains.baselines import ScriptedRules  # noqa: E402
 
 SITUATIONS = ("threat", "bereaved", "stirred", "night", "day")
 CLOSE_AFFINITY = ScriptedRules().close_affinity  # a close relation as the rules read it from an observation
+NEAR_TIE = 0.05  # a greedy choice that differs by less than this much probability on both sides is a near tie
 
 
 def situations(obs: np.ndarray, slots: int) -> np.ndarray:
@@ -60,10 +66,25 @@ def situations(obs: np.ndarray, slots: int) -> np.ndarray:
     return np.select([threat, bereaved, stirred, night], [0, 1, 2, 3], default=4)
 
 
+def greedy_choices(probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per (observation, personality pair) of probs (P, G, A): (their most likely actions differ, and the difference
+    is a near tie: each one's probability of its own choice within NEAR_TIE of the other's choice)."""
+    gi, hi = np.triu_indices(probs.shape[1], 1)
+    best = probs.argmax(-1)
+    a, b = best[:, gi], best[:, hi]
+
+    def margin(side: np.ndarray, own: np.ndarray, other: np.ndarray) -> np.ndarray:
+        return (np.take_along_axis(side, own[..., None], -1) - np.take_along_axis(side, other[..., None], -1))[..., 0]
+
+    differ = a != b
+    near = differ & (margin(probs[:, gi], a, b) < NEAR_TIE) & (margin(probs[:, hi], b, a) < NEAR_TIE)
+    return differ, near
+
+
 def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, on_tick: Any,
-          rows_from: str = "policy") -> dict[str, Any]:
+          rows_from: str = "policy", deterministic: bool = False) -> dict[str, Any]:
     """The probe rows of every scenario (as `village eval` samples them from `rows_from`'s runs: "policy" or
-    "scripted") and their split by situation."""
+    "scripted"; played greedily with `deterministic`) and their split by situation."""
     from engine.scenarios import run_scenario
     from npc_brains.baselines import ScriptedPolicy
     from npc_brains.evaluate import persona_probs, policy_slots, policy_tuning
@@ -71,11 +92,12 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     slots = policy_slots(policy)
     scripted = ScriptedPolicy(slots=slots)
     kinds, _ = action_tables(slots)
-    rows: dict[str, list[np.ndarray]] = {"situation": [], "policy": [], "scripted": [], "spread": []}
+    rows: dict[str, list[np.ndarray]] = {"situation": [], "policy": [], "scripted": [], "spread": [], "differ": [],
+                                         "near": []}
     for si, scenario in enumerate(scenarios):
         player = scripted if rows_from == "scripted" else policy
         trace = run_scenario(player, scenario, spec, villages=villages, seed=seed + 1009 * si, slots=slots,
-                             tuning=policy_tuning(policy), on_tick=on_tick)
+                             tuning=policy_tuning(policy), on_tick=on_tick, deterministic=deterministic)
         if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
             continue
         mine = persona_probs(policy, trace)
@@ -83,6 +105,9 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
             raise SystemExit(f"{getattr(policy, 'name', 'the policy')} gives no action probabilities to probe")
         rows["situation"].append(situations(trace.probe_obs, slots))
         rows["policy"].append(pairwise_tv(mine).mean(1))  # per observation: its share of the SND
+        differ, near = greedy_choices(mine)
+        rows["differ"].append(differ.ravel())
+        rows["near"].append(near.ravel())
         rows["scripted"].append(pairwise_tv(persona_probs(scripted, trace)).mean(1))
         # per action kind: summed over slots, then the spread across personalities
         by_kind = np.stack([mine[:, :, kinds == k].sum(-1) for k in range(int(kinds.max()) + 1)], -1)
@@ -91,7 +116,10 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
         raise SystemExit("no probe observations: the scenarios recorded no free NPC")
     sit, tv_p, tv_s = (np.concatenate(rows[k]) for k in ("situation", "policy", "scripted"))
     spread = np.concatenate(rows["spread"])
+    differ, near = np.concatenate(rows["differ"]), np.concatenate(rows["near"])
     out: dict[str, Any] = {"observations": len(sit), "snd": float(tv_p.mean()), "scripted_snd": float(tv_s.mean()),
+                           "greedy_snd": float(differ.mean()),
+                           "near_tie_share": float(near.sum() / differ.sum()) if differ.any() else None,
                            "situations": {}}
     for k, name in enumerate(SITUATIONS):
         here = sit == k
@@ -113,13 +141,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-from", choices=("policy", "scripted"), default="policy",
                         help="whose runs give the probe observations (village eval: each policy its own; "
                              "default: %(default)s)")
+    parser.add_argument("--greedy", action="store_true",
+                        help="play the runs with each NPC's most likely action (village eval --deterministic)")
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
     with tick_progress(scenarios, args.quiet) as on_tick:
-        out = probe(policy, spec, scenarios, args.villages, args.seed, on_tick, args.rows_from)
+        out = probe(policy, spec, scenarios, args.villages, args.seed, on_tick, args.rows_from, args.greedy)
     ratio = out["snd"] / out["scripted_snd"] if out["scripted_snd"] else float("nan")
     print(f"{args.policy} on {args.world}: SND {out['snd']:.3f}, scripted rules {out['scripted_snd']:.3f} on the same "
           f"{out['observations']} observations from the {args.rows_from} runs (ratio {ratio:.2f})")
+    near = "n/a" if out["near_tie_share"] is None else f"{out['near_tie_share']:.3f}"
+    print(f"greedy choice: SND {out['greedy_snd']:.3f} (village eval --deterministic's diversity_played), of which "
+          f"near ties (within {NEAR_TIE} on both sides) {near}")
     print(f"{'situation':9s} {'share':>6s} {'SND':>6s} {'rules':>6s} {'of SND':>7s} {'of rules':>8s}  "
           "most personal actions")
     for name, s in out["situations"].items():

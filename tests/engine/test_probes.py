@@ -311,6 +311,24 @@ def test_the_diversity_probe_splits_the_snd_village_eval_reports(bench_script):
     assert out["scripted_snd"] == pytest.approx(probe_diversity(ScriptedPolicy(seed=0), trace)[0])
 
 
+def test_the_diversity_probe_counts_the_greedy_choices_and_their_near_ties(bench_script):
+    """Played greedily, the probe's greedy SND is `village eval --deterministic`'s `diversity_played`."""
+    from npc_brains.evaluate import policy_slots, policy_tuning, probe_diversities
+
+    bench = bench_script("diversity_probe")
+    probs = np.array([[[0.50, 0.48, 0.02], [0.48, 0.50, 0.02], [0.9, 0.05, 0.05]]])  # pairs (0,1) (0,2) (1,2)
+    differ, near = bench.greedy_choices(probs)
+    assert differ.tolist() == [[True, False, True]]  # persona 1 prefers action 1, the others action 0
+    assert near.tolist() == [[True, False, False]]  # 0 and 1 differ by 0.02 each way; 2 holds its choice by 0.85
+    policy, world, scenario = load_policy("default", seed=0), load_world("village-v1"), load_scenario("kill-parent")
+    out = bench.probe(policy, world, [scenario], villages=3, seed=4, on_tick=None, deterministic=True)
+    trace = run_scenario(policy, scenario, world, villages=3, seed=4, slots=policy_slots(policy),
+                         tuning=policy_tuning(policy), deterministic=True)
+    _snd, played, n = probe_diversities(policy, trace, deterministic=True)
+    assert out["observations"] == n > 0 and out["greedy_snd"] == pytest.approx(played)
+    assert 0.0 <= out["near_tie_share"] <= 1.0
+
+
 def test_the_diversity_probe_names_the_situation_of_a_row(bench_script):
     from engine.observe import SELF_FEATURES, SLOT_FEATURES
 
