@@ -87,13 +87,13 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     "scripted"; played greedily with `deterministic`) and their split by situation."""
     from engine.scenarios import run_scenario
     from npc_brains.baselines import ScriptedPolicy
-    from npc_brains.evaluate import persona_probs, policy_slots, policy_tuning
+    from npc_brains.evaluate import persona_probs, played_distribution, policy_slots, policy_tuning
 
     slots = policy_slots(policy)
     scripted = ScriptedPolicy(slots=slots)
     kinds, _ = action_tables(slots)
     rows: dict[str, list[np.ndarray]] = {"situation": [], "policy": [], "scripted": [], "spread": [], "differ": [],
-                                         "near": []}
+                                         "near": [], "greedy": []}
     for si, scenario in enumerate(scenarios):
         player = scripted if rows_from == "scripted" else policy
         trace = run_scenario(player, scenario, spec, villages=villages, seed=seed + 1009 * si, slots=slots,
@@ -105,6 +105,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
             raise SystemExit(f"{getattr(policy, 'name', 'the policy')} gives no action probabilities to probe")
         rows["situation"].append(situations(trace.probe_obs, slots))
         rows["policy"].append(pairwise_tv(mine).mean(1))  # per observation: its share of the SND
+        rows["greedy"].append(pairwise_tv(played_distribution(mine, deterministic=True)).mean(1))
         differ, near = greedy_choices(mine)
         rows["differ"].append(differ.ravel())
         rows["near"].append(near.ravel())
@@ -118,7 +119,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     spread = np.concatenate(rows["spread"])
     differ, near = np.concatenate(rows["differ"]), np.concatenate(rows["near"])
     out: dict[str, Any] = {"observations": len(sit), "snd": float(tv_p.mean()), "scripted_snd": float(tv_s.mean()),
-                           "greedy_snd": float(differ.mean()),
+                           "greedy_snd": float(np.concatenate(rows["greedy"]).mean()),
                            "near_tie_share": float(near.sum() / differ.sum()) if differ.any() else None,
                            "situations": {}}
     for k, name in enumerate(SITUATIONS):
