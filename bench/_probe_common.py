@@ -10,7 +10,7 @@ from typing import Any
 
 
 def add_probe_args(parser: argparse.ArgumentParser, *, scenarios: str, seed: int) -> None:
-    """--policy, --world, --villages, --seed, --scenarios, --tuning and --json, with these defaults."""
+    """--policy, --world, --villages, --seed, --scenarios, --tuning, --greedy and --json, with these defaults."""
     parser.add_argument("--policy", default="default", help="policy file or 'default' (default: %(default)s)")
     parser.add_argument("--world", default="generated:12:10000",
                         help="world id, world file or generated:N:SEED (default: %(default)s)")
@@ -20,6 +20,9 @@ def add_probe_args(parser: argparse.ArgumentParser, *, scenarios: str, seed: int
                         help="comma-separated scenario ids, or all (default: %(default)s)")
     parser.add_argument("--tuning", action="append", default=[], metavar="FIELD=VALUE",
                         help="engine field changed on top of the policy's own world (repeatable)")
+    parser.add_argument("--greedy", action="store_true",
+                        help="play the runs with each NPC's most likely action, as village eval --deterministic "
+                             "(default: sampled, as the bridge and the sandbox play)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
 

@@ -135,7 +135,8 @@ class FirstFeudBlows:
 
 
 def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
-            on_tick: Callable[[int], None] | None = None, *, news: bool = False) -> dict:
+            on_tick: Callable[[int], None] | None = None, *, news: bool = False,
+            deterministic: bool = False) -> dict:
     """{depth: {kind: events per trigger death}}, the mean deepest level, and the deepest levels' histogram."""
     from engine.scenarios import run_scenario
     from npc_brains.evaluate import policy_slots
@@ -149,7 +150,7 @@ def anatomy(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: i
     for scenario in scenarios:
         feuds = FirstFeudBlows()
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy), on_tick=on_tick, steer=feuds)
+                             tuning=policy_tuning(policy), on_tick=on_tick, steer=feuds, deterministic=deterministic)
         first_blows.update(feuds.counts)
         deaths = trigger_deaths(trace)
         trees = chain_stats(trace, Stats(), deaths)
@@ -186,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
     spec, scenarios, policy = read_probe_args(parser, args)
     policy, name = probe_policy(parser, args, policy)
     with tick_progress(scenarios, args.quiet) as on_tick:
-        out = anatomy(policy, spec, scenarios, args.villages, args.seed, on_tick, news=args.follow_news)
+        out = anatomy(policy, spec, scenarios, args.villages, args.seed, on_tick, news=args.follow_news,
+                      deterministic=args.greedy)
     print(f"{name} on {args.world}: {out['deaths']} trigger deaths, mean chain length {out['chain_length']:.2f}; "
           "deepest level: " + ", ".join(f"{k}: {c}" for k, c in out["deepest"].items()))
     vb = out["villager_blows"]

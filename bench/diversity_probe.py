@@ -142,8 +142,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-from", choices=("policy", "scripted"), default="policy",
                         help="whose runs give the probe observations (village eval: each policy its own; "
                              "default: %(default)s)")
-    parser.add_argument("--greedy", action="store_true",
-                        help="play the runs with each NPC's most likely action (village eval --deterministic)")
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
     with tick_progress(scenarios, args.quiet) as on_tick:

@@ -76,7 +76,7 @@ def came_back(trace: Any, p: MetricParams, d: Any, i: int, dist: np.ndarray, fle
 
 
 def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int, ticks: int = 7,
-          on_tick: Callable[[int], None] | None = None) -> dict:
+          on_tick: Callable[[int], None] | None = None, *, deterministic: bool = False) -> dict:
     """Counts over the eligible timid witnesses: chose FLEE, outcome (safe, kept, fled from a living killer)
     and the most common first four activities after the killing."""
     from engine.scenarios import run_scenario
@@ -94,7 +94,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     instead_distance: collections.defaultdict = collections.defaultdict(float)
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy), on_tick=on_tick)
+                             tuning=policy_tuning(policy), on_tick=on_tick, deterministic=deterministic)
         for d in trigger_deaths(trace):
             b, k = d.village, d.killer
             safe = trace.safe_distance[b]
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ticks < 1:
         parser.error(f"--ticks must be at least 1, got {args.ticks}")
     name, out = run_probe(parser, args, lambda policy, spec, scenarios, on_tick: probe(
-        policy, spec, scenarios, args.villages, args.seed, args.ticks, on_tick))
+        policy, spec, scenarios, args.villages, args.seed, args.ticks, on_tick, deterministic=args.greedy))
     n = out["witnesses"]
     print(f"{name} on {args.world}: {out['chose_flee']} of {n} timid witnesses chose FLEE in the "
           f"{args.ticks} ticks after the killing; safe {out['safe']}, kept away {out['kept']}, "

@@ -104,7 +104,7 @@ def same_killing(a: Any, b: Any) -> bool:
 
 def play(load: Callable[[], Any], spec: Any, scenario: Any, villages: int, seed: int, kind: Action | None,
          witnesses: dict[int, tuple[int, int, list[int]]], steps: int,
-         on_tick: Callable[[int], None] | None = None) -> tuple[Any, Steering]:
+         on_tick: Callable[[int], None] | None = None, *, deterministic: bool = False) -> tuple[Any, Steering]:
     """One play of `scenario` with a freshly loaded policy (so that every play draws the same actions), steering
     the witnesses to `kind` (None: nobody is steered)."""
     from engine.scenarios import run_scenario
@@ -114,14 +114,14 @@ def play(load: Callable[[], Any], spec: Any, scenario: Any, villages: int, seed:
     policy = load()
     steering = Steering(kind, witnesses, steps, scenario.ticks, villages, len(spec.npcs))
     if scenario is TRAINING:
-        return play_training(policy, spec, villages, seed, steering, on_tick), steering
+        return play_training(policy, spec, villages, seed, steering, on_tick, deterministic), steering
     trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                         tuning=policy_tuning(policy), on_tick=on_tick, steer=steering)
+                         tuning=policy_tuning(policy), on_tick=on_tick, steer=steering, deterministic=deterministic)
     return trace, steering
 
 
 def play_training(policy: Any, spec: Any, villages: int, seed: int, steering: Steering,
-                  on_tick: Callable[[int], None] | None) -> Any:
+                  on_tick: Callable[[int], None] | None, deterministic: bool = False) -> Any:
     """One episode of the training scenario (`mixed`: one to three killings, rampages, hunts, as the policy's own
     tuning sets them), recorded like a bundled scenario."""
     from engine.metrics import TraceRecorder
@@ -134,14 +134,14 @@ def play_training(policy: Any, spec: Any, villages: int, seed: int, steering: St
                      record=True, tuning=policy_tuning(policy))
     recorder = TraceRecorder(sim, scenario="mixed", world=spec.id, rng=np.random.default_rng([seed, 29]))
     for tick in range(TRAINING.ticks):
-        step_recorded(sim, policy, recorder, tick, steer=steering)
+        step_recorded(sim, policy, recorder, tick, deterministic=deterministic, steer=steering)
         if on_tick is not None:
             on_tick(tick)
     return recorder.finish()
 
 
 def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: int, seed: int, steer: int = 6,
-          horizon: int = 48, on_tick: Callable[[int], None] | None = None) -> dict:
+          horizon: int = 48, on_tick: Callable[[int], None] | None = None, *, deterministic: bool = False) -> dict:
     """Per timid witness of each village's first trigger death, in each play: mean summed reward over `horizon`
     steps from the killing, share killed by then, share that got away while the killer lived. A village whose
     killing is not the same in every play is left out and counted (`villages_out_of_step`)."""
@@ -151,12 +151,14 @@ def probe(load: Callable[[], Any], spec: Any, scenarios: list[Any], villages: in
     when = {name: [0] * (len(KILLED_BY) + 1) for name in PLAYS}
     n = out_of_step = 0
     for scenario in scenarios:
-        base = play(load, spec, scenario, villages, seed, None, {}, steer, on_tick)
+        base = play(load, spec, scenario, villages, seed, None, {}, steer, on_tick, deterministic=deterministic)
         deaths = first_deaths(base[0])
         witnesses = {b: (d.step, d.killer, [i for i, _ in timid_witnesses(base[0], p, d)]) for b, d in deaths.items()}
         runs = {"policy": base}
-        runs["flee"] = play(load, spec, scenario, villages, seed, Action.FLEE, witnesses, steer, on_tick)
-        runs["attack"] = play(load, spec, scenario, villages, seed, Action.ATTACK, witnesses, steer, on_tick)
+        runs["flee"] = play(load, spec, scenario, villages, seed, Action.FLEE, witnesses, steer, on_tick,
+                            deterministic=deterministic)
+        runs["attack"] = play(load, spec, scenario, villages, seed, Action.ATTACK, witnesses, steer, on_tick,
+                              deterministic=deterministic)
         firsts = [first_deaths(trace) for trace, _ in runs.values()]
         for b, (step, killer, who) in witnesses.items():
             if not all(same_killing(first.get(b), deaths[b]) for first in firsts):
@@ -220,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             return probe_policy(parser, args, read_probe_args(parser, args)[2])[0]
 
         out = probe(fresh, spec, scenarios, args.villages, args.seed, args.steer,
-                    args.horizon, on_tick)
+                    args.horizon, on_tick, deterministic=args.greedy)
     print(f"{probe_name(args)} on {args.world}: {out['witnesses']} timid witnesses; per witness over {args.horizon} "
           f"steps from the killing (steered {args.steer} steps; villages left out, their killing changed by "
           f"another's steering: {out['villages_out_of_step']}):")

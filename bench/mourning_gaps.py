@@ -69,7 +69,7 @@ class MournProbe:
 
 
 def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
-         on_tick: Callable[[int], None] | None = None) -> dict:
+         on_tick: Callable[[int], None] | None = None, *, deterministic: bool = False) -> dict:
     """Per group: count, mean grief on learning and at the window's end, empathy, distance to the body, and the
     share of window ticks per activity (DEAD for ticks after the NPC died)."""
     from engine.scenarios import run_scenario
@@ -85,7 +85,7 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
     for scenario in scenarios:
         probe = MournProbe(policy, policy_slots(policy))
         trace = run_scenario(probe, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy), on_tick=on_tick)
+                             tuning=policy_tuning(policy), on_tick=on_tick, deterministic=deterministic)
         free = np.asarray(probe.free).reshape(-1, trace.B, trace.N)
         p_mourn = np.asarray(probe.p_mourn).reshape(-1, trace.B, trace.N)
         acted, kind, target = performed(trace)
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
     with tick_progress(scenarios, args.quiet) as on_tick:
-        out = gaps(policy, spec, scenarios, args.villages, args.seed, on_tick)
+        out = gaps(policy, spec, scenarios, args.villages, args.seed, on_tick, deterministic=args.greedy)
     n = out["eligible"]
     mourned = out["groups"]["mourned"]["count"]
     print(f"{args.policy} on {args.world}: {mourned} of {n} eligible close relations mourned"

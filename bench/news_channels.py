@@ -51,7 +51,7 @@ def _addressed(trace: Any, step: int, b: int, who: int, whom: int) -> bool:
 
 
 def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
-             on_tick: Callable[[int], None] | None = None) -> dict:
+             on_tick: Callable[[int], None] | None = None, *, deterministic: bool = False) -> dict:
     """Counts per channel of the NPCs who knew of a trigger death 48 steps after it, activity shares, telling."""
     from engine.scenarios import run_scenario
     from npc_brains.evaluate import policy_slots
@@ -65,7 +65,7 @@ def channels(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: 
     per_death = []  # each death's share, as news_reach_48 averages them
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=policy_tuning(policy), on_tick=on_tick)
+                             tuning=policy_tuning(policy), on_tick=on_tick, deterministic=deterministic)
         T, N = trace.activity.shape[0] - 1, trace.N
         msg = trace.messages
         for d in trigger_deaths(trace):
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     add_untrained_arg(parser)
     args = parser.parse_args(argv)
     name, out = run_probe(parser, args, lambda policy, spec, scenarios, on_tick: channels(
-        policy, spec, scenarios, args.villages, args.seed, on_tick))
+        policy, spec, scenarios, args.villages, args.seed, on_tick, deterministic=args.greedy))
     print(f"{name} on {args.world}: {out['deaths']} deaths, reach at 48 steps {out['reach_48']:.3f} of "
           f"{out['population']} villagers")
     print("  by channel: " + ", ".join(f"{c} {x:.3f}" for c, x in out["channels"].items()))

@@ -104,7 +104,7 @@ def blows_on_killer(trace: Any, p: MetricParams, d: Any) -> collections.Counter:
 
 
 def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
-          on_tick: Callable[[int], None] | None = None) -> dict:
+          on_tick: Callable[[int], None] | None = None, *, deterministic: bool = False) -> dict:
     """Outcome counts over the eligible avengers, by bravery, and their most common first four activities."""
     from engine.constants import Tuning
     from engine.scenarios import run_scenario
@@ -121,7 +121,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     shared = dict.fromkeys(SHARED, 0)
     for scenario in scenarios:
         trace = run_scenario(policy, scenario, spec, villages=villages, seed=seed, slots=policy_slots(policy),
-                             tuning=tuning, on_tick=on_tick)
+                             tuning=tuning, on_tick=on_tick, deterministic=deterministic)
         for d in trigger_deaths(trace):
             b, k = d.village, d.killer
             flights = chosen_flights(trace, p, d)
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     add_untrained_arg(parser)
     args = parser.parse_args(argv)
     name, out = run_probe(parser, args, lambda policy, spec, scenarios, on_tick: probe(
-        policy, spec, scenarios, args.villages, args.seed, on_tick))
+        policy, spec, scenarios, args.villages, args.seed, on_tick, deterministic=args.greedy))
     print(f"{name} on {args.world}: eligible avengers by outcome in the revenge window")
     timid = MetricParams().timid
     for group in ("timid", "bold"):

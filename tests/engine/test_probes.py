@@ -414,3 +414,32 @@ def test_the_probes_play_a_population_of_untrained_networks(bench_script):
     assert world["stats"].result()["mourning_rate"] == ref["random_init"]["mourning_rate"]
     one = bench.parse(["--policy", "default", "--untrained"])
     assert not isinstance(bench.load(one)[0], UntrainedPopulation) and bench.probe_name(one) == "default (untrained)"
+
+
+@pytest.mark.parametrize(("script", "count", "metric"), [
+    ("mourning_gaps", lambda out: (out["groups"]["mourned"]["count"], out["eligible"]),
+     lambda c: (c["mourn_hit"], c["mourn_eligible"])),
+    ("flight_probe", lambda out: (out["chosen"], out["witnesses"]),
+     lambda c: (c["fear_chosen_hit"], c["fear_eligible"])),
+    ("revenge_probe", lambda out: (out["timid"]["hit"] + out["bold"]["hit"],
+                                   sum(out["timid"].values()) + sum(out["bold"].values())),
+     lambda c: (c["revenge_hit"], c["revenge_eligible"])),
+])
+def test_greedy_probes_count_what_village_eval_deterministic_counts(bench_script, capsys, script, count, metric):
+    """--greedy: a probe plays the runs as `village eval --deterministic` does, and counts what its metric counts."""
+    bench = bench_script(script)
+    flags = ["--policy", "default", "--world", "village-v1", "--scenarios", "kill-parent", "--villages", "3",
+             "--seed", "4", "--quiet", "--json"]
+    world, scenario, policy = load_world("village-v1"), load_scenario("kill-parent"), load_policy("default", seed=4)
+    from npc_brains.evaluate import policy_slots, policy_tuning
+
+    def counts(deterministic: bool) -> dict:
+        trace = run_scenario(policy, scenario, world, villages=3, seed=4, slots=policy_slots(policy),
+                             tuning=policy_tuning(policy), deterministic=deterministic)
+        return summarize([trace])["counts"]
+
+    assert bench.main([*flags, "--greedy"]) == 0
+    greedy = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert count(greedy) == metric(counts(True))
+    assert bench.main(flags) == 0  # without the flag the same probe samples, as before
+    assert count(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == metric(counts(False))
