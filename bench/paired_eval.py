@@ -18,6 +18,7 @@ sweep's figures are not the best of several draws. `validation:8` (or `sweep:8`)
 instead of two, since worlds of one size differ. `--tuning FIELD=VALUE` (repeatable) changes both policies'
 worlds alike. `--greedy a` (or `b`, `both`) plays that side greedily (`village eval --deterministic`), so that one
 policy played greedily can be judged against itself sampled: `--a default --b default --greedy a`.
+`--temperature-a T` (or `-b`) samples that side's network from softmax(logits / T) (`village eval --temperature`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--greedy", choices=("a", "b", "both"),
                         help="the side(s) that take their most likely action instead of sampling, as village eval "
                              "--deterministic (default: both sample)")
+    for side in ("a", "b"):
+        parser.add_argument(f"--temperature-{side}", default=None, metavar="T",
+                            help=f"policy {side.upper()} samples from softmax(logits / T), as village eval "
+                                 "--temperature (default: 1)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
     args = parser.parse_args(argv)
@@ -82,6 +87,7 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
     from engine.vec_env import resolve_world
     from npc_brains import PolicyError, load_policy, policy_tuning
     from npc_brains.evaluate import EvalSpec
+    from npc_brains.runtime import set_temperature
     from village.cli import UserError
     from village.cmd_eval import _override_tuning
 
@@ -99,6 +105,13 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
                 policy.tuning = learned
         if args.tuning:
             _override_tuning(policies, args.tuning)
+        for side, (_, policy) in zip("ab", policies, strict=True):
+            temperature = getattr(args, f"temperature_{side}")
+            if temperature is not None:
+                if args.greedy in (side, "both"):
+                    raise UserError(f"--temperature-{side}: --greedy plays that side's most likely action and "
+                                    "samples nothing; expected one of the two")
+                set_temperature(policy, temperature, f"--temperature-{side}")
     except (UserError, PolicyError, ValueError, OSError) as exc:  # bad world, scenario, policy or tuning flag
         args.parser.error(str(exc))
     spec = EvalSpec(scenarios, worlds, villages=args.seeds, seed=args.seed)
@@ -171,8 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     table = compare(*(stats for stats, _ in played))
     snd = [d for _, d in played]
     (name_a, _), (name_b, _) = policies
-    name_a, name_b = (f"{name} greedy" if side.deterministic else name
-                      for name, side in ((name_a, specs[0]), (name_b, specs[1])))
+    name_a, name_b = (f"{name} greedy" if side.deterministic else name if t is None else f"{name} at T={t}"
+                      for name, side, t in ((name_a, specs[0], args.temperature_a),
+                                            (name_b, specs[1], args.temperature_b)))
     print(f"{name_a} against {name_b} on the same villages: {len(spec.scenarios)} scenarios x "
           f"{', '.join(label for label, _ in spec.worlds)} x {spec.villages} seeds (seed {spec.seed}); "
           "[low, high]: 95% bootstrap intervals over the villages, A - B's paired; * its interval excludes 0")
@@ -193,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {size} | " + " | ".join(cells) + " |")
     if args.json:
         diversity = {side: {str(k): v for k, v in d.items()} for side, d in zip("ab", snd, strict=True)}
-        print(json.dumps({"a": args.a, "b": args.b, "greedy": args.greedy, "by_size": table, "diversity": diversity}))
+        print(json.dumps({"a": args.a, "b": args.b, "greedy": args.greedy, "temperature_a": args.temperature_a,
+                          "temperature_b": args.temperature_b, "by_size": table, "diversity": diversity}))
     return 0
 
 

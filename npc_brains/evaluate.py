@@ -153,6 +153,16 @@ class UntrainedPopulation:
         self.action_names, self.observation_layout, self.env_id = (first.action_names, first.observation_layout,
                                                                    first.env_id)
 
+    @property
+    def temperature(self) -> float:
+        """The draws' sampling temperature (npc_brains.runtime.set_temperature): they play alike."""
+        return float(self.draws[0].temperature)
+
+    @temperature.setter
+    def temperature(self, value: float) -> None:
+        for draw in self.draws:
+            draw.temperature = value
+
     def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
             with_values: bool = False) -> PolicyOutput:
         K, R = len(self.draws), len(obs)
@@ -180,6 +190,8 @@ def random_init_policy(policy: Any, seed: int = 0, draws: int = 1) -> Any | None
         raise ValueError(f"draws: expected an integer >= 1, got {draws}")
     nets = [fresh_policy(spec.to_dict(), env, config=getattr(policy, "config", {}), seed=seed + k)
             for k in range(draws)]
+    for net in nets:  # played as the trained policy is played
+        net.temperature = getattr(policy, "temperature", 1.0)
     return nets[0] if draws == 1 else UntrainedPopulation(nets)
 
 

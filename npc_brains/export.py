@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from npc_brains.policy_api import PolicyOutput
+from npc_brains.runtime import tempered_probs
 from worlds.atomic import write_atomically
 
 DEFAULT_OPSET = 15
@@ -251,6 +252,7 @@ class OnnxPolicy:
     the caller's arrays as they are when they already have the graph's dtypes (no copies)."""
 
     backend = "onnx"
+    temperature: float = 1.0  # sampling temperature (npc_brains.runtime.set_temperature); 1 samples as trained
 
     def __init__(self, model: bytes | str | Path, name: str | None = None, seed: int | None = 0):
         ort = _need("onnxruntime")
@@ -291,8 +293,11 @@ class OnnxPolicy:
             raise ValueError(f"mask: expected shape ({obs.shape[0]}, {self.n_actions}), got {mask.shape}")
         if deterministic:
             probs, actions = self._run(None, {"obs": obs, "mask": mask})
+            if with_probs:
+                probs = tempered_probs(probs, self.temperature)
         else:  # inverse CDF; a masked action has probability exactly 0, so it is never reached
             (probs,) = self._run(_PROBS, {"obs": obs, "mask": mask})
+            probs = tempered_probs(probs, self.temperature)
             cdf = probs.cumsum(1)
             u = self.rng.random(len(obs), dtype=np.float32)
             u *= cdf[:, -1]

@@ -15,7 +15,47 @@ import numpy as np
 from npc_brains.policy_api import PolicyOutput
 
 MASKED_LOGIT = np.float32(-1e9)
+TEMPERATURE_RANGE = (0.01, 100.0)  # below 0.01 the sharpened logits of a trained head overflow float32
 NOISE_BLOCK = 8192  # sampling noise is drawn this many values at a time (the same stream as one draw per call)
+
+
+def check_temperature(value: Any, name: str = "temperature") -> float:
+    """`value` as a sampling temperature; ValueError (one line, starting with `name`, the field or flag, and
+    naming what is expected) otherwise."""
+    low, high = TEMPERATURE_RANGE
+    try:
+        t = float(value)
+    except (TypeError, ValueError):
+        t = float("nan")
+    if not low <= t <= high:  # also refuses nan
+        raise ValueError(f"{name}: expected a number from {low:g} to {high:g} (1 samples as trained, lower is "
+                         f"sharper, higher more random; the most likely action is the deterministic play), "
+                         f"got {value!r}")
+    return t
+
+
+def set_temperature(policy: Any, value: Any, name: str = "temperature") -> None:
+    """Make `policy` sample from softmax(logits / T): T < 1 follows each NPC's preferences more closely, T > 1
+    less; the most likely action, and so deterministic play, does not change. ValueError for a bad T or a
+    policy without learned probabilities (the scripted rules, random actions)."""
+    t = check_temperature(value, name)
+    if not hasattr(policy, "temperature"):
+        who = getattr(policy, "name", type(policy).__name__)
+        raise ValueError(f"{name}: {who} has no learned probabilities to sharpen (expected a trained policy)")
+    policy.temperature = t
+
+
+def tempered_probs(probs: np.ndarray, temperature: float) -> np.ndarray:
+    """softmax(log(probs) / T) row by row, computed in logs so that a small T does not underflow; an action of
+    probability 0 (masked) stays at 0."""
+    if temperature == 1.0:
+        return probs
+    with np.errstate(divide="ignore"):
+        z = np.log(probs) / np.float32(temperature)
+    z -= z.max(1, keepdims=True)
+    np.exp(z, out=z)
+    z /= z.sum(1, keepdims=True)
+    return z.astype(np.float32, copy=False)
 
 
 def _np(t: Any) -> np.ndarray:
@@ -24,6 +64,7 @@ def _np(t: Any) -> np.ndarray:
 
 class _PolicyBase:
     name: str
+    temperature: float = 1.0  # sampling temperature (set_temperature); 1 samples as trained
 
     def __init__(self, ckpt: dict[str, Any], name: str):
         from npc_brains.networks import NetSpec
@@ -160,6 +201,8 @@ class NumpyPolicy(_PolicyBase):
         obs, mask = self._check(obs, mask)
         h = self._features(obs)
         raw = self._raw_logits(obs, h)
+        if self.temperature != 1.0:
+            raw = raw / np.float32(self.temperature)  # a copy: raw may be a view into the slot head's buffer
         logits = np.where(mask, raw, MASKED_LOGIT) if (deterministic or with_probs) else None
         if logits is not None and deterministic:
             actions = logits.argmax(1)
@@ -204,6 +247,8 @@ class TorchPolicy(_PolicyBase):
             o = torch.from_numpy(obs).to(self.device)
             m = torch.from_numpy(mask).to(self.device)
             logits, _, adapted = self.actor.logits_and_features(o, m)
+            if self.temperature != 1.0:
+                logits = logits / self.temperature
             probs = torch.softmax(logits, -1)
             if deterministic:
                 actions = logits.argmax(-1)

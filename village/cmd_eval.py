@@ -59,6 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "name the wrong culprit; repeatable (default: each policy's own tuning)")
     parser.add_argument("--deterministic", action="store_true",
                         help="take each policy's most likely action instead of sampling")
+    parser.add_argument("--temperature", default=None, metavar="T",
+                        help="sample every network (the policy, mappo, random_init) from softmax(logits / T): "
+                             "below 1 NPCs follow their preferences more closely, above 1 less; the rules and "
+                             "random actions have none (default: 1, as trained)")
     parser.add_argument("--json", action="store_true",
                         help="end the output with one line of JSON: {policy: {metric: value, ...}, ...}")
     parser.add_argument("--out", metavar="DIR",
@@ -133,6 +137,33 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
     return out
 
 
+def _temperature_flag(text: str | None, deterministic: bool) -> float | None:
+    from npc_brains.runtime import check_temperature
+
+    if text is None:
+        return None
+    if deterministic:
+        raise UserError("--temperature: it sets how sharply policies sample, and --deterministic samples nothing; "
+                        "expected one of the two")
+    try:
+        return check_temperature(text, "--temperature")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _set_temperature(policies: list[tuple[str, Any]], temperature: float, notes: list[str]) -> None:
+    """Sample every network at `temperature`; the main policy must have one."""
+    from npc_brains.runtime import set_temperature
+
+    for k, (name, policy) in enumerate(policies):
+        if hasattr(policy, "temperature"):
+            set_temperature(policy, temperature)
+        elif k == 0:
+            raise UserError(f"--temperature: {name} has no learned probabilities to sharpen (expected a trained "
+                            "policy)")
+    notes.append(f"the networks sample at temperature {temperature:g}")
+
+
 def _override_tuning(policies: list[tuple[str, Any]], flags: list[str]) -> None:
     """Apply `--tuning FIELD=VALUE` flags on top of each policy's own engine tuning."""
     from npc_brains import policy_tuning
@@ -161,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"--compare: unknown comparison {name!r}; expected some of {', '.join(COMPARISONS)} "
                             f"or 'none'")
     draws = _int_flag(args.random_init_draws, "--random-init-draws", 1)
+    temperature = _temperature_flag(args.temperature, args.deterministic)
     if draws > 1 and "random_init" not in compare:
         raise UserError("--random-init-draws: it sets the random_init comparison; expected random_init in --compare")
     scenario_ids = bundled_scenarios() if args.scenarios.strip() == "all" else _items(args.scenarios, "--scenarios")
@@ -192,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
     policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes, draws)]
     if args.tuning:
         _override_tuning(policies, args.tuning)
+    if temperature is not None:
+        _set_temperature(policies, temperature, notes)
 
     from npc_brains.evaluate import (
         EvalSpec,
@@ -272,6 +306,7 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
         "policy": main_name,
         "config": {"scenarios": scenario_ids, "worlds": world_labels, "seeds": villages, "seed": args.seed,
                    "max_ticks": args.max_ticks, "deterministic": args.deterministic,
+                   "temperature": 1.0 if args.temperature is None else float(args.temperature),
                    "random_init_draws": int(args.random_init_draws)},
         "wall_seconds": round(wall, 2),
         "notes": list(dict.fromkeys(notes)),

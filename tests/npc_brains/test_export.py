@@ -93,6 +93,23 @@ def test_sampling_draws_the_inverse_cdf_of_the_probabilities(exported, recorded)
     assert out.actions.dtype == np.int64
 
 
+def test_temperature_tempers_the_graphs_probabilities_as_the_numpy_runtime_does(exported, recorded):
+    from npc_brains.runtime import set_temperature
+
+    obs, mask = recorded[0][:1000], recorded[1][:1000]
+    ref, onnx_side = load_policy("default"), OnnxPolicy(exported, seed=4)
+    for policy in (ref, onnx_side):
+        set_temperature(policy, 0.4)
+    want = ref.act(obs, mask, deterministic=True, with_probs=True).probs
+    greedy = onnx_side.act(obs, mask, deterministic=True, with_probs=True)
+    assert np.abs(greedy.probs - want).max() < 1e-4
+    out = onnx_side.act(obs, mask, with_probs=True)  # sampled: the inverse CDF of the tempered probabilities
+    u = np.random.default_rng(4).random(len(obs), dtype=np.float32)
+    cdf = out.probs.cumsum(1)
+    assert np.abs(out.probs - want).max() < 1e-4
+    assert np.array_equal(out.actions, (cdf > (u * cdf[:, -1])[:, None]).argmax(1))
+
+
 def test_the_written_graph_equals_the_traced_one(recorded):
     """The actor written node by node (few nodes) computes what torch's tracer of its forward does."""
     from npc_brains.export import export_bytes

@@ -148,6 +148,23 @@ def test_greedy_play_reports_the_diversity_of_the_actions_taken(capsys: pytest.C
     assert sampled["diversity_played"] == pytest.approx(sampled["diversity"])  # sampled: it acts from them
 
 
+def test_temperature_samples_every_network_alike_and_is_recorded(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--temperature T: the policy and its untrained twin sample at T, the rules do not; results.json keeps T."""
+    argv = ["eval", "--policy", "default", "--scenarios", "kill-parent", "--worlds", "generated:12:10000",
+            "--seeds", "2", "--max-ticks", "40", "--compare", "random_init,scripted", "--quiet", "--json"]
+    assert call([*argv, "--temperature", "0.25", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    sharp = last_json(captured.out)
+    assert "note: the networks sample at temperature 0.25" in captured.out
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["temperature"] == 0.25
+    assert call(argv) == 0
+    plain = last_json(capsys.readouterr().out)
+    mine, rules = sharp["default"]["held_out_by_size"]["12"], plain["default"]["held_out_by_size"]["12"]
+    assert mine["diversity"] != pytest.approx(rules["diversity"])  # the probabilities probed are the tempered ones
+    assert sharp["scripted"]["held_out_by_size"]["12"] == plain["scripted"]["held_out_by_size"]["12"]
+
+
 def _actor_state(net: dict) -> dict:
     """A fresh actor's weights under checkpoint keys (what a trained policy file holds)."""
     import torch
@@ -174,6 +191,9 @@ def _actor_state(net: dict) -> dict:
     (["--random-init-draws", "0"], "--random-init-draws: expected an integer >= 1, got 0"),
     (["--compare", "scripted", "--random-init-draws", "4"],
      "--random-init-draws: it sets the random_init comparison; expected random_init in --compare"),
+    (["--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
+    (["--temperature", "0.5", "--deterministic"], "--temperature: it sets how sharply policies sample"),
+    (["--temperature", "0.5"], "--temperature: scripted has no learned probabilities to sharpen"),
     (["--tuning", "nope=1"], "--tuning: unknown engine field 'nope'"),
     (["--tuning", "rumour_error=abc"], "--tuning rumour_error: expected a number or true/false"),
     (["--tuning", "rumour_error"], "--tuning: expected FIELD=VALUE"),
