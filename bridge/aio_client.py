@@ -90,9 +90,10 @@ class AsyncBridgeClient(_Ops):
         return await self.request("hello", client=client)
 
     async def act(self, obs: np.ndarray, mask: np.ndarray | None = None, *, deterministic: bool = False,
-                  with_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        result = decode_arrays(await self.request("act", **self._act_fields(obs, mask, deterministic, with_probs)),
-                               "actions", "probs")
+                  with_probs: bool = False, temperature: float | None = None
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+        fields = self._act_fields(obs, mask, deterministic, with_probs, temperature)
+        result = decode_arrays(await self.request("act", **fields), "actions", "probs")
         return result["actions"], result.get("probs")
 
     async def session_create(self, *, world: str | None = None, npcs: list[dict[str, Any]] | None = None,

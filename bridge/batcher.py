@@ -32,6 +32,7 @@ class Item:
     with_probs: bool = False
     session: Session | None = None
     cache_key: str | None = None
+    temperature: float | None = None  # the request's or its session's sampling temperature; None: the policy's
 
 
 class Batcher:
@@ -100,16 +101,33 @@ class Batcher:
 
     @staticmethod
     def forward(policy: Policy, items: list[Item], log: Any) -> dict[int, Any]:
-        """One policy forward per determinism group; position in items -> (actions, probs) or an exception."""
+        """One policy forward per group of the same play (sampled at one temperature, or deterministic);
+        position in items -> (actions, probs) or an exception."""
         results: dict[int, Any] = {}
         if len(items) == 1:
-            _forward(policy, items, [0], items[0].deterministic, results, log)
-        else:
-            for det in (False, True):
-                group = [k for k, it in enumerate(items) if it.deterministic == det]
-                if group:
-                    _forward(policy, items, group, det, results, log)
+            _forward_at(policy, items, [0], items[0].deterministic, items[0].temperature, results, log)
+            return results
+        groups: dict[tuple[bool, float | None], list[int]] = {}
+        for k, it in enumerate(items):
+            groups.setdefault((it.deterministic, it.temperature), []).append(k)
+        for (det, temperature), group in groups.items():
+            _forward_at(policy, items, group, det, temperature, results, log)
         return results
+
+
+def _forward_at(policy: Policy, items: list[Item], group: list[int], det: bool, temperature: float | None,
+                results: dict[int, Any], log: Any) -> None:
+    """_forward with the policy sampling at `temperature` for this group (None, or a policy without learned
+    probabilities: as it is), and at its own again after."""
+    own = getattr(policy, "temperature", None)
+    if temperature is None or own is None or temperature == own:
+        _forward(policy, items, group, det, results, log)
+        return
+    policy.temperature = temperature  # type: ignore[attr-defined]
+    try:
+        _forward(policy, items, group, det, results, log)
+    finally:
+        policy.temperature = own  # type: ignore[attr-defined]
 
 
 def _forward(policy: Policy, items: list[Item], group: list[int], det: bool, results: dict[int, Any],

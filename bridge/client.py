@@ -109,8 +109,8 @@ class _Ops:
         self.reconnects = 0
 
     @staticmethod
-    def _act_fields(obs: np.ndarray, mask: np.ndarray | None, deterministic: bool, with_probs: bool
-                    ) -> dict[str, Any]:
+    def _act_fields(obs: np.ndarray, mask: np.ndarray | None, deterministic: bool, with_probs: bool,
+                    temperature: float | None = None) -> dict[str, Any]:
         fields: dict[str, Any] = {"obs": np.ascontiguousarray(obs, np.float32)}
         if mask is not None:
             fields["mask"] = np.ascontiguousarray(mask, bool)
@@ -118,6 +118,8 @@ class _Ops:
             fields["deterministic"] = True
         if with_probs:
             fields["with_probs"] = True
+        if temperature is not None:
+            fields["temperature"] = float(temperature)
         return fields
 
     @staticmethod
@@ -194,9 +196,11 @@ class BridgeClient(_Ops):
         return self.request("hello", client=client)
 
     def act(self, obs: np.ndarray, mask: np.ndarray | None = None, *, deterministic: bool = False,
-            with_probs: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
-        """(actions (R,) int32, probs (R, A) float32 or None)."""
-        result = decode_arrays(self.request("act", **self._act_fields(obs, mask, deterministic, with_probs)),
+            with_probs: bool = False, temperature: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """(actions (R,) int32, probs (R, A) float32 or None); `temperature`: sample from softmax(logits / T)
+        instead of the server's temperature."""
+        result = decode_arrays(self.request("act", **self._act_fields(obs, mask, deterministic, with_probs,
+                                                                      temperature)),
                                "actions", "probs")
         return result["actions"], result.get("probs")
 

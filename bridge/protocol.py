@@ -22,7 +22,7 @@ import msgpack
 import numpy as np
 
 PROTOCOL_VERSION = 1  # the major version: "v" in every message; bumped on any incompatible change
-PROTOCOL_MINOR = 1  # additive changes (new ops, new optional fields); reported by hello
+PROTOCOL_MINOR = 2  # additive changes (new ops, new optional fields); reported by hello
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -170,6 +170,8 @@ OPS: dict[str, OpSpec] = {
                 F("event_types", "list[str]", True, "types accepted by session.event"),
                 F("ops", "list[str]", True, "the ops this server serves"),
                 F("limits", "map", True, "the bounds in force (see Limits)"),
+                F("temperature", "float", True, "the sampling temperature of requests that name none "
+                  "(village serve --temperature; 1: as trained)"),
             ),
         ),
         OpSpec(
@@ -179,7 +181,10 @@ OPS: dict[str, OpSpec] = {
                 F("mask", "array", False, "(R, n_actions) valid actions (default: all valid)",
                   dtypes=("bool", "uint8")),
                 F("deterministic", "bool", False, "take the most likely action (default false)"),
-                F("with_probs", "bool", False, "also return the action probabilities (default false)"),
+                F("temperature", "float", False, "sample from softmax(logits / T), T from 0.01 to 100; lower "
+                  "follows the policy's preferences more closely (default: the server's temperature)"),
+                F("with_probs", "bool", False, "also return the action probabilities (at that temperature) "
+                  "(default false)"),
             ),
             reply=(
                 F("actions", "array", True, "(R,) int32 flat action indices"),
@@ -200,6 +205,9 @@ OPS: dict[str, OpSpec] = {
                 F("sight_radius", "float", False, "with npcs: how far NPCs see (default 10)"),
                 F("seed", "int", False, "seed of the session's simulation (default 0)"),
                 F("deterministic", "bool", False, "most likely actions instead of sampled (default false)"),
+                F("temperature", "float", False, "its NPCs sample from softmax(logits / T), T from 0.01 to 100; "
+                  "lower follows the policy's preferences more closely (default: the server's temperature; not "
+                  "with deterministic)"),
             ),
             reply=(
                 F("session", "str", True, "the session id"),

@@ -32,6 +32,7 @@ from bridge.policies import BASELINE_NAMES, POLICY_NAMES, PolicyLoadError, layou
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
 from npc_brains.policy_api import Policy
+from npc_brains.runtime import check_temperature
 from worlds import WorldError
 
 log = logging.getLogger("bridge.server")
@@ -73,6 +74,7 @@ class ServerConfig:
     ws_inflight: int = 64  # unanswered requests per connection
     ws_max_connections: int = 256
     backend: str = "numpy"  # how the policy's forward runs: numpy/torch as loaded, or onnx (onnxruntime)
+    temperature: float = 1.0  # sampling temperature of requests and sessions that name none (1: as trained)
 
 
 def _package_version() -> str:
@@ -162,14 +164,15 @@ class BridgeService:
         self.loader = loader or self._load
         self.obs_names, self.action_names = layout(config.slots)
         self.obs_dim, self.n_actions = len(self.obs_names), len(self.action_names)
-        if policy is None:
-            try:
+        try:
+            if policy is None:
                 policy = self.loader(config.policy)
                 probe(policy, config.slots)
-            except BackendLoadError as exc:  # names --backend itself
-                raise ConfigError(str(exc)) from None
-            except PolicyLoadError as exc:
-                raise ConfigError(f"--policy: {exc}") from None
+            self._temper(policy)
+        except BackendLoadError as exc:  # names --backend itself
+            raise ConfigError(str(exc)) from None
+        except PolicyLoadError as exc:
+            raise ConfigError(f"--policy: {exc}") from None
         self.policy: Policy = policy
         self.store = SessionStore(self.limits, config.slots, config.session_ttl_s, config.state_dir)
         self.store.tuning = policy_tuning(policy)  # its sessions' minds run in the world it learned
@@ -210,6 +213,34 @@ class BridgeService:
                                seed=self.config.seed)
         except ExportError as exc:
             raise BackendLoadError(f"--backend onnx: {exc}") from None
+
+    def _temper(self, policy: Policy) -> None:
+        """Set the server's sampling temperature on a policy about to serve (PolicyLoadError if it has none)."""
+        t = self.config.temperature
+        if t == 1.0:
+            return
+        if not hasattr(policy, "temperature"):
+            name = getattr(policy, "name", type(policy).__name__)
+            raise PolicyLoadError(f"{name} has no learned probabilities to sample at --temperature {t:g} (expected "
+                                  "a trained policy)")
+        policy.temperature = t  # type: ignore[attr-defined]
+
+    def request_temperature(self, fields: dict[str, Any]) -> float | None:
+        """A request's `temperature` field, checked: None when it names none."""
+        value = fields.get("temperature")
+        if value is None:
+            return None
+        if fields.get("deterministic", False):
+            raise P.ProtocolError("bad_request", "temperature: deterministic takes the most likely action and "
+                                  "samples nothing; give one of the two")
+        try:
+            t = check_temperature(value)
+        except ValueError as exc:
+            raise P.ProtocolError("bad_request", str(exc)) from None
+        if not hasattr(self.policy, "temperature"):
+            raise P.ProtocolError("bad_request", f"temperature: the served policy {self.policy_name} has no learned "
+                                  "probabilities to sharpen")
+        return t
 
     @property
     def policy_name(self) -> str:
@@ -281,6 +312,7 @@ class BridgeService:
             "obs_dim": self.obs_dim, "n_actions": self.n_actions, "observation_layout": self.obs_names,
             "action_names": self.action_names, "reaction_names": list(REACTION_NAMES),
             "event_types": list(P.EVENT_TYPES), "ops": list(P.OPS), "limits": self.limits.as_dict(),
+            "temperature": float(getattr(self.policy, "temperature", 1.0)),
         }
 
     def _op_stats(self, req: P.Request | None, *_: Any) -> dict[str, Any]:
@@ -321,6 +353,7 @@ class BridgeService:
         key = self._replayed(lambda k: self._create_replies.get((client, k)), req, peer, body, t0)
         if key is None:
             return None
+        self.request_temperature(req.fields)  # checked before a session is made of it
         session = self.store.create(req.fields)
         self.store.save(session)
         log.info("session_created", extra={"id": req.id, "session": session.id, "npcs": session.N,
@@ -372,6 +405,7 @@ class BridgeService:
             try:
                 policy = self.loader(spec)
                 probe(policy, self.config.slots)
+                self._temper(policy)
                 job["policy"] = policy
             except PolicyLoadError as exc:
                 job["error"] = str(exc)
@@ -434,8 +468,9 @@ class BridgeService:
                                       "action 0 (idle)")
         else:
             mask = self._all_valid[:rows]
+        temperature = self.request_temperature(f)
         self._enqueue(Item(peer, client, req.op, req.id, t0, obs, mask, bool(f.get("deterministic", False)),
-                           bool(f.get("with_probs", False))))
+                           bool(f.get("with_probs", False)), temperature=temperature))
         return None
 
     def _op_session_step(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int) -> None:
@@ -445,7 +480,7 @@ class BridgeService:
             return None
         obs, mask = session.prepare(req.fields)
         self._enqueue(Item(peer, client, req.op, req.id, t0, obs, mask, session.deterministic, session=session,
-                           cache_key=key))
+                           cache_key=key, temperature=session.temperature))
         return None
 
     def _enqueue(self, item: Item) -> None:

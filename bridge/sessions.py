@@ -45,6 +45,7 @@ from engine.external import ExternalSim, InjectedHit, InjectedSighting
 from engine.reactions import ReactionRuns
 from engine.sim import Command
 from engine.state import VillageState
+from npc_brains.runtime import check_temperature
 from worlds import TRAIT_NAMES, WorldError, WorldSpec, world_from_dict
 from worlds.atomic import write_atomically
 
@@ -169,12 +170,13 @@ class Session:
     """One external world's minds. Not thread-safe: the server's loop is the only caller."""
 
     def __init__(self, sid: str, create: dict[str, Any], spec: WorldSpec, sim: ExternalSim, *,
-                 deterministic: bool, limits: Limits):
+                 deterministic: bool, limits: Limits, temperature: float | None = None):
         self.id = sid
         self.create = create
         self.spec = spec
         self.sim = sim
         self.deterministic = deterministic
+        self.temperature = temperature  # its NPCs' sampling temperature; None: the server's
         self.limits = limits
         self.names: list[str] = sim.entity_names[0]
         self.index = {name: k for k, name in enumerate(self.names)}
@@ -528,9 +530,15 @@ class SessionStore:
         seed = create.get("seed", 0)
         if not isinstance(seed, int) or seed < 0:
             raise ProtocolError("bad_request", f"seed: expected an integer >= 0, got {describe(seed)}")
+        temperature = create.get("temperature")
+        if temperature is not None:
+            try:
+                temperature = check_temperature(temperature)
+            except ValueError as exc:
+                raise ProtocolError("bad_request", str(exc)) from None
         sim = ExternalSim(spec, seed, self.slots, self.tuning)
         return Session(sid, create, spec, sim, deterministic=bool(create.get("deterministic", False)),
-                       limits=self.limits)
+                       limits=self.limits, temperature=temperature)
 
     def create(self, req: dict[str, Any]) -> Session:
         if len(self.sessions) >= self.limits.max_sessions:

@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-sessions", type=int, default=256, help="open sessions at most (default: %(default)s)")
     parser.add_argument("--max-message-bytes", type=int, default=8 * 1024 * 1024,
                         help="largest request frame answered; 4x this disconnects the peer (default: %(default)s)")
+    parser.add_argument("--temperature", default="1", metavar="T",
+                        help="sample the trained policy from softmax(logits / T) for requests and sessions that "
+                             "name no temperature: below 1 NPCs follow their preferences more closely, above 1 "
+                             "less (docs/protocol.md; default: %(default)s, as trained)")
     parser.add_argument("--slots", type=int, default=4, help="observation slots K (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the baseline policies (default: %(default)s)")
     parser.add_argument("--curve-secret", type=Path, default=None,
@@ -111,6 +115,12 @@ def _check(args: argparse.Namespace) -> None:
                         ("--ws-max-connections", args.ws_max_connections)):
         if value < 1:
             raise UserError(f"{flag}: expected at least 1, got {value}")
+    from npc_brains.runtime import check_temperature
+
+    try:
+        args.temperature = check_temperature(args.temperature, "--temperature")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
         limits=Limits(max_message_bytes=args.max_message_bytes, max_sessions=args.max_sessions),
         curve_secret=args.curve_secret, curve_allow=args.curve_allow, insecure=args.insecure,
         policy_root=args.policy_root, blas_threads=args.blas_threads or None,
-        gc_freeze=args.gc_freeze, spin_us=args.spin_us,
+        gc_freeze=args.gc_freeze, spin_us=args.spin_us, temperature=args.temperature,
     )
     try:
         server = BridgeServer(config)

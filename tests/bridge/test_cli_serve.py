@@ -43,6 +43,9 @@ def test_serve_answers_and_stops_cleanly(tmp_path):
         (["--policy", "scripted", "--max-batch", "0"], "--max-batch"),
         (["--policy", "scripted", "--blas-threads", "-2"], "--blas-threads"),
         (["--policy", "scripted", "--spin-us", "-1"], "--spin-us"),
+        (["--policy", "scripted", "--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
+        (["--policy", "scripted", "--temperature", "0.5"], "--policy: scripted has no learned probabilities to "
+                                                           "sample at --temperature 0.5"),
         (["--policy", "scripted", "--curve-secret", "missing.key_secret", "--curve-allow", "."], "no such key file"),
     ],
 )
