@@ -41,6 +41,18 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+def temperature_flag(text: str | None, flag: str = "--temperature") -> float | None:
+    """A sampling temperature flag's value (None when not given); UserError, one line naming `flag`, otherwise."""
+    if text is None:
+        return None
+    from npc_brains.runtime import check_temperature
+
+    try:
+        return check_temperature(text, flag)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
 def version() -> str:
     """This checkout's version (its pyproject.toml, which an editable install's metadata may lag behind), else
     the installed distribution's."""

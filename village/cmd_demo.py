@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from village.cli import UserError
+from village.cli import UserError, temperature_flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,6 +23,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ticks", type=int, default=144,
                         help="ticks to run; 1 tick = 10 minutes (default: 144, one day)")
     parser.add_argument("--seed", type=int, default=0, help="simulation seed (default: 0)")
+    parser.add_argument("--temperature", default=None, metavar="T",
+                        help="sample a trained policy's actions from softmax(logits / T) instead of taking each "
+                             "NPC's most likely action (the demo's default): below 1 NPCs follow their preferences "
+                             "more closely, 1 as trained, above 1 less; seeded by --seed (default: most likely)")
     parser.add_argument("--scenario", choices=("auto", "world", "random_kill", "none"), default="auto",
                         help="world: the world file's events; random_kill: the player kills a random villager "
                              "at a random tick; auto: world if the file has events, else random_kill "
@@ -46,8 +50,16 @@ def run(args: argparse.Namespace) -> int:
 
     if args.ticks < 1:
         raise UserError(f"--ticks: expected an integer >= 1, got {args.ticks}")
+    temperature = temperature_flag(args.temperature)
     world = load_world(args.world)
     policy = _load_policy(args.policy, args.seed)
+    if temperature is not None:
+        from npc_brains.runtime import set_temperature
+
+        try:
+            set_temperature(policy, temperature, "--temperature")
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
 
     from engine.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
     from npc_brains import policy_slots, policy_tuning
@@ -57,10 +69,12 @@ def run(args: argparse.Namespace) -> int:
     if scenario == "auto":
         scenario = "world" if world.events else "random_kill"
     tl = run_timeline(world, policy, ticks=args.ticks, seed=args.seed, scenario=scenario, slots=slots,
-                      tuning=policy_tuning(policy))  # the world the policy learned in
+                      tuning=policy_tuning(policy),  # the world the policy learned in
+                      deterministic=temperature is None)
     summary = summarize(tl)
     print(f"village demo: {world.name} ({world.id}), {len(world.npcs)} NPCs, {args.ticks} ticks "
-          f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {_describe(args.policy, policy)}")
+          f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {_describe(args.policy, policy)}"
+          + ("" if temperature is None else f" at temperature {temperature:g}"))
     for step in tl.plan:
         print(f"scenario: {step}")
     print()

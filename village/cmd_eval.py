@@ -138,17 +138,12 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
 
 
 def _temperature_flag(text: str | None, deterministic: bool) -> float | None:
-    from npc_brains.runtime import check_temperature
+    from village.cli import temperature_flag
 
-    if text is None:
-        return None
-    if deterministic:
+    if text is not None and deterministic:
         raise UserError("--temperature: it sets how sharply policies sample, and --deterministic samples nothing; "
                         "expected one of the two")
-    try:
-        return check_temperature(text, "--temperature")
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    return temperature_flag(text)
 
 
 def _set_temperature(policies: list[tuple[str, Any]], temperature: float, notes: list[str]) -> None:

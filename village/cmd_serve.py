@@ -115,12 +115,9 @@ def _check(args: argparse.Namespace) -> None:
                         ("--ws-max-connections", args.ws_max_connections)):
         if value < 1:
             raise UserError(f"{flag}: expected at least 1, got {value}")
-    from npc_brains.runtime import check_temperature
+    from village.cli import temperature_flag
 
-    try:
-        args.temperature = check_temperature(args.temperature, "--temperature")
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    args.temperature = temperature_flag(args.temperature)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -74,6 +74,16 @@ def test_demo_is_reproducible_from_its_seed(capsys: pytest.CaptureFixture[str]) 
     assert outputs[0] == outputs[1]
 
 
+def test_demo_plays_at_a_temperature_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo takes the most likely actions; with --temperature it samples at T, the same story for a seed."""
+    runs = {}
+    for t in (None, "1", "1"):
+        assert call(["demo", "--ticks", "80", "--seed", "2", *([] if t is None else ["--temperature", t])]) == 0
+        runs.setdefault(t, []).append(capsys.readouterr().out.splitlines())
+    assert runs["1"][0][0].endswith("at temperature 1") and runs["1"][0] == runs["1"][1]
+    assert runs["1"][0][1:] != runs[None][0][1:]  # sampled as trained, not the most likely actions
+
+
 def test_demo_names_the_bundled_policy_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert call(["demo", "--ticks", "40"]) == 0
     header = capsys.readouterr().out.splitlines()[0]
@@ -118,6 +128,8 @@ def test_demo_on_a_world_without_events_uses_a_random_kill(tmp_path: Path,
     (["demo", "--ticks", "0"], "--ticks"),
     (["demo", "--world", "no/such/world.toml"], "no such world file"),
     (["demo", "--policy", "no/such/policy.pt"], "--policy"),
+    (["demo", "--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
+    (["demo", "--policy", "random", "--temperature", "0.5"], "--temperature: random has no learned probabilities"),
 ])
 def test_demo_user_errors_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert call(argv) == 2
