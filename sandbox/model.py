@@ -34,11 +34,13 @@ class SandboxModel:
     """One village (B = 1) driven by a policy; the state the renderer draws and the input handler edits."""
 
     def __init__(self, world: WorldSpec, *, policy: str | Policy | PolicySource = "default", seed: int = 0,
-                 scenario: str = "world", slots: int = 4, world_ref: str | None = None):
+                 scenario: str = "world", slots: int = 4, world_ref: str | None = None,
+                 temperature: float | None = None):
         if scenario not in SCENARIOS:
             raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
         self.source = policy if isinstance(policy, PolicySource) else resolve_policy(policy)
         self.seed = int(seed)
+        self.temperature = temperature  # a trained policy's sampling temperature; None: 1, as trained
         self.scenario = scenario
         self.slots = int(slots)
         self.world_ref = world_ref or world.id
@@ -60,6 +62,14 @@ class SandboxModel:
         if seed is not None:
             self.seed = int(seed)
         self.policy = self.source.make(self.seed, self.slots)
+        if self.temperature is not None or hasattr(self.policy, "temperature"):
+            # set every run (None: back to 1), since a policy object may be shared between runs
+            from npc_brains.runtime import set_temperature
+
+            try:
+                set_temperature(self.policy, 1.0 if self.temperature is None else self.temperature, "--temperature")
+            except ValueError as exc:
+                raise PolicyError(str(exc)) from None
         self.slots = policy_slots(self.policy) or self.slots  # a trained policy fixes K
         self.sim = VillageSim(self.spec, 1, self.seed, slots=self.slots, max_ticks=ENDLESS,
                               scenario=self.scenario, record=True, tuning=policy_tuning(self.policy))
@@ -248,7 +258,7 @@ class SandboxModel:
     def session(self) -> Session:
         """Everything needed to replay the current run from tick 0."""
         return Session(commands=list(self.commands), seed=self.seed, policy=self.source.spec,
-                       scenario=self.scenario, slots=self.slots, ticks=self.tick,
+                       temperature=self.temperature, scenario=self.scenario, slots=self.slots, ticks=self.tick,
                        digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
 
     def start_replay(self, session: Session) -> None:
@@ -262,6 +272,7 @@ class SandboxModel:
             self.scenario = session.scenario
         if session.slots is not None:
             self.slots = session.slots
+        self.temperature = session.temperature
         self.rebuild(seed=session.seed if session.seed is not None else self.seed)
         self.load_script(session)
         self.replaying = True

@@ -39,7 +39,8 @@ from npc_brains.config import toml_module
 from worlds import WorldError, WorldSpec, world_from_dict, world_to_dict
 
 FORMAT = 1
-_TOP_KEYS = ("format", "seed", "policy", "scenario", "slots", "ticks", "digest", "world_ref", "world", "commands")
+_TOP_KEYS = ("format", "seed", "policy", "temperature", "scenario", "slots", "ticks", "digest", "world_ref", "world",
+             "commands")
 _COMMAND_KEYS = ("tick", "op", "actor", "target", "x", "y")
 
 
@@ -75,6 +76,7 @@ class Session:
     commands: list[CommandRecord] = field(default_factory=list)
     seed: int | None = None
     policy: str | None = None
+    temperature: float | None = None  # the trained policy's sampling temperature (None: 1, as trained)
     scenario: str | None = None
     slots: int | None = None
     ticks: int | None = None
@@ -84,7 +86,7 @@ class Session:
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"format": FORMAT}
-        for key in ("seed", "policy", "scenario", "slots", "ticks", "digest", "world_ref"):
+        for key in ("seed", "policy", "temperature", "scenario", "slots", "ticks", "digest", "world_ref"):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
@@ -153,6 +155,7 @@ def session_from_dict(data: Any, src: str = "<session>") -> Session:
     session = Session(
         seed=_opt_int(data, "seed", src, lo=0),
         policy=_opt_str(data, "policy", src),
+        temperature=_opt_temperature(data, src),
         scenario=_opt_str(data, "scenario", src),
         slots=_opt_int(data, "slots", src, lo=1),
         ticks=_opt_int(data, "ticks", src, lo=0),
@@ -207,6 +210,20 @@ def _opt_int(data: dict, key: str, where: str, *, lo: int, sep: str = ": ") -> i
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise SessionError(f"{where}{sep}{key}: expected an integer >= {lo}, got {value!r}")
     return int(value)
+
+
+def _opt_temperature(data: dict, where: str) -> float | None:
+    if "temperature" not in data:
+        return None
+    from npc_brains.runtime import check_temperature
+
+    value = data["temperature"]
+    try:
+        if isinstance(value, bool):
+            raise ValueError(f"temperature: expected a number, got {value!r}")
+        return check_temperature(value)
+    except ValueError as exc:
+        raise SessionError(f"{where}: {exc}") from None
 
 
 def _opt_str(data: dict, key: str, where: str, *, sep: str = ": ") -> str | None:

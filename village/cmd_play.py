@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from village.cli import UserError
+from village.cli import UserError, temperature_flag
 
 SCREEN_MIN, SCREEN_MAX = 640, 4096
 
@@ -49,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="default (bundled trained policy, else scripted), scripted, random, or a checkpoint "
                              "path (default: default)")
     parser.add_argument("--seed", type=int, default=None, help="simulation and policy seed (default: 0)")
+    parser.add_argument("--temperature", default=None, metavar="T",
+                        help="a trained policy samples from softmax(logits / T): below 1 NPCs follow their "
+                             "preferences more closely, above 1 less; recorded in sessions (default: 1, as "
+                             "trained, or the replayed session's)")
     parser.add_argument("--scenario", choices=("world", "none"), default=None,
                         help="world: run the world file's scripted events (e.g. village-v1's killing at tick "
                              "30); none: only what you do (default: world)")
@@ -80,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--ticks: expected an integer >= 0, got {args.ticks}")
     if args.seed is not None and args.seed < 0:
         raise UserError(f"--seed: expected an integer >= 0, got {args.seed}")
+    args.temperature = temperature_flag(args.temperature)
     if args.slots is not None and args.slots < 1:
         raise UserError(f"--slots: expected an integer >= 1, got {args.slots}")
     if args.screenshot is not None and not args.headless:
@@ -153,7 +158,10 @@ def _build_model(args: argparse.Namespace, session):  # -> SandboxModel
                                                      else 0)
     scenario = args.scenario or (session.scenario if session is not None else None) or "world"
     slots = args.slots or (session.slots if session is not None else None) or 4
-    model = SandboxModel(spec, policy=policy, seed=seed, scenario=scenario, slots=slots, world_ref=world_ref)
+    temperature = args.temperature if args.temperature is not None else (
+        session.temperature if session is not None else None)
+    model = SandboxModel(spec, policy=policy, seed=seed, scenario=scenario, slots=slots, world_ref=world_ref,
+                         temperature=temperature)
     if session is not None:
         model.load_script(session)
         model.replaying = True
@@ -168,7 +176,8 @@ def _headless(app, args: argparse.Namespace, session) -> int:
     model.step(ticks)
     deaths = sum(1 for e in model.sim.log.events if e.type.name == "DEATH")
     reactions = sum(1 for e in model.sim.log.events if e.type.name == "REACTION")
-    print(f"ran {ticks} ticks of {model.spec.id} (policy {model.source.name}, seed {model.seed}): "
+    at = "" if model.temperature is None else f" at temperature {model.temperature:g}"
+    print(f"ran {ticks} ticks of {model.spec.id} (policy {model.source.name}{at}, seed {model.seed}): "
           f"{deaths} deaths, {reactions} reactions, {len(model.sim.log.messages)} news messages")
     if args.zoom != 1.0:
         app.zoom(args.zoom)  # centred on the selected NPC where it is now

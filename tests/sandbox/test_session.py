@@ -12,7 +12,8 @@ def test_session_round_trip(village, tmp_path, suffix):
     session = Session(
         commands=[CommandRecord(3, "move", "player", None, 12.123456789, 30.5),
                   CommandRecord(9, "kill", "player", "Alda")],
-        seed=7, policy="scripted", scenario="none", slots=4, ticks=20, digest="abc", world_ref="village-v1",
+        seed=7, policy="default", temperature=0.4, scenario="none", slots=4, ticks=20, digest="abc",
+        world_ref="village-v1",
         world=village,
     )
     path = tmp_path / f"s{suffix}"
@@ -35,6 +36,8 @@ def test_script_needs_only_commands(tmp_path):
     ('[[commands]]\ntick = 2\nop = "kill"\n', "commands[0].target"),
     ('[[commands]]\ntick = 2\nop = "move"\nx = "far"\n', "commands[0].x"),
     ('seed = "seven"\n', "seed"),
+    ('temperature = 0\n', "temperature: expected a number from 0.01 to 100"),
+    ('temperature = true\n', "temperature: expected a number"),
     ('colour = 3\n', "colour"),
     ('[[commands]]\ntick = 5\nop = "stop"\n[[commands]]\ntick = 2\nop = "stop"\n', "increasing"),
     ('[world]\nid = 3\n', "world"),
@@ -59,3 +62,23 @@ def test_the_sandbox_runs_a_trained_policy_under_its_training_tuning(village, ra
     assert tuning is not None and tuning.mourn_ticks == 4
     model = SandboxModel(village, policy=random_policy)
     assert model.sim.t.mourn_ticks == 4
+
+
+def test_a_session_replays_at_its_temperature(village):
+    """The temperature is part of what a run is: recorded, replayed, and a run at another T is another run."""
+    from sandbox.model import SandboxModel
+
+    def run(temperature: float | None) -> SandboxModel:
+        model = SandboxModel(village, policy="default", seed=3, temperature=temperature)
+        model.step(40)
+        return model
+
+    sharp = run(0.3)
+    recorded = sharp.session()
+    assert recorded.temperature == 0.3
+    again = SandboxModel(village, policy="default", seed=0)
+    again.start_replay(recorded)
+    again.step(40)
+    assert again.temperature == 0.3 and again.session().digest == recorded.digest
+    assert run(None).session().digest != recorded.digest
+    assert run(None).policy.temperature == 1.0  # the shared bundled policy is back at 1 for a run without T
