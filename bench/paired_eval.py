@@ -123,10 +123,10 @@ def by_size(policy: Any, spec: Any, on_cell: Any) -> tuple[dict[int, Any], dict[
     """({NPCs: Stats}, {NPCs: {diversity, diversity_played}}) of the policy over every scenario x world, the worlds
     pooled by size (SND weighted by probe observations, as `village eval`), cells in a fixed order."""
     from engine.metrics import Stats
-    from npc_brains.evaluate import evaluate_cell
+    from npc_brains.evaluate import SndPool, evaluate_cell
 
     out: dict[int, Any] = {}
-    sums: dict[int, list[float]] = {}
+    pool = SndPool()
     for si in range(len(spec.scenarios)):
         for wi, (_label, world) in enumerate(spec.worlds):
             cell = evaluate_cell(policy, spec, si, wi)
@@ -135,13 +135,8 @@ def by_size(policy: Any, spec: Any, on_cell: Any) -> tuple[dict[int, Any], dict[
             st = out.setdefault(size, Stats())
             if cell.stats is not None:  # None: a scenario this world cannot run, skipped alike for both policies
                 st += cell.stats
-            if cell.snd is not None:
-                acc = sums.setdefault(size, [0.0, 0.0, 0])
-                acc[0] += cell.snd * cell.snd_n
-                acc[1] += (cell.snd_played or 0.0) * cell.snd_n
-                acc[2] += cell.snd_n
-    snd = {size: {"diversity": a / n, "diversity_played": p / n} for size, (a, p, n) in sums.items() if n}
-    return out, snd
+            pool.add(size, cell)
+    return out, {size: pool.figures(size) for size in pool.probed()}
 
 
 def compare(stats_a: dict[int, Any], stats_b: dict[int, Any]) -> dict[str, dict[str, dict[str, Any]]]:

@@ -271,6 +271,31 @@ class Cell:
     skipped: str | None = None  # why the scenario cannot run on this world
 
 
+class SndPool:
+    """SND pooled over cells per key (all, a scenario, a world, a size), each cell weighted by its probe
+    observations, so that a pooled SND is the mean over every probe row of the cells it pools."""
+
+    def __init__(self) -> None:
+        self._sums: dict[Any, list[float]] = {}  # key -> [snd x n, snd as played x n, n]
+
+    def add(self, key: Any, cell: Cell) -> None:
+        if cell.snd is None:
+            return
+        acc = self._sums.setdefault(key, [0.0, 0.0, 0])
+        acc[0] += cell.snd * cell.snd_n
+        acc[1] += (cell.snd_played or 0.0) * cell.snd_n
+        acc[2] += cell.snd_n
+
+    def probed(self) -> list[Any]:
+        """The keys with at least one probe row, in the order they were first added."""
+        return [key for key, (_, _, n) in self._sums.items() if n]
+
+    def figures(self, key: Any) -> dict[str, float | None]:
+        """{diversity, diversity_played} of `key` (None where it has no probe rows)."""
+        snd, played, n = self._sums.get(key, (0.0, 0.0, 0))
+        return {"diversity": snd / n if n else None, "diversity_played": played / n if n else None}
+
+
 def evaluate_cell(policy: Policy, spec: EvalSpec, si: int, wi: int) -> Cell:
     """Scenario `si` on world `wi`, `spec.villages` seeds batched. Its simulation seed depends on the cell
     alone, but a sampling policy's draws go on from the cell before: the same results need the same order."""
@@ -294,9 +319,7 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
     by_scenario: dict[str, Stats] = {}
     by_world: dict[str, Stats] = {}
     by_size: dict[int, Stats] = {}
-    snd_sum: dict[str, float] = {}
-    played_sum: dict[str, float] = {}
-    snd_n: dict[str, int] = {}
+    snd = SndPool()
     plans: list[str] = []
     def computed() -> Iterator[Cell]:
         if cells is not None:
@@ -325,16 +348,11 @@ def evaluate_policy(policy: Policy, spec: EvalSpec, *, progress: Callable[[str],
         size = len(spec.worlds[cell.wi][1].npcs)
         if held_out:
             by_size.setdefault(size, Stats()).__iadd__(st)
-        snd, n = cell.snd, cell.snd_n
-        if snd is not None:
-            for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held", f"n:{size}") if held_out else ())):
-                snd_sum[key] = snd_sum.get(key, 0.0) + snd * n
-                played_sum[key] = played_sum.get(key, 0.0) + (cell.snd_played or 0.0) * n
-                snd_n[key] = snd_n.get(key, 0) + n
+        for key in ("all", f"s:{scenario.id}", f"w:{label}", *(("held", f"n:{size}") if held_out else ())):
+            snd.add(key, cell)
 
     def with_snd(result: dict[str, Any], key: str) -> dict[str, Any]:
-        result["diversity"] = snd_sum[key] / snd_n[key] if snd_n.get(key) else None
-        result["diversity_played"] = played_sum[key] / snd_n[key] if snd_n.get(key) else None
+        result.update(snd.figures(key))
         return result
 
     result = with_snd(overall.result(), "all")
