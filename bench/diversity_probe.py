@@ -18,7 +18,9 @@ share of the policy's overall SND; then the actions whose probability differs mo
 (`village eval`'s `diversity_played` under `--deterministic`: the share of (observation, pair) cases in which two
 personalities' most likely actions differ) and how many of those differences are near ties: each personality's
 probability of its own choice within `NEAR_TIE` of the other's choice, a difference a slight change of the
-network would undo. `--greedy` plays the runs greedily (as `village eval --deterministic`) instead of sampling.
+network would undo. `--greedy` plays the runs greedily (as `village eval --deterministic`) instead of sampling;
+`--untrained` (with `--untrained-draws K`) probes the policy's untrained network (or a population of K of them,
+`village eval --random-init-draws K`), whose greedy differences are near ties.
 
     python bench/diversity_probe.py --policy default --world generated:12:10000
     python bench/diversity_probe.py --policy runs/x/policy.pt --world generated:24:10000 --villages 32 --json
@@ -39,7 +41,13 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import (  # noqa: E402
+    add_probe_args,
+    add_untrained_arg,
+    probe_policy,
+    read_probe_args,
+    tick_progress,
+)
 
 from engine.constants import ACTION_NAMES, GRIEF_LEFT  # noqa: E402
 from engine.metrics import pairwise_tv  # noqa: E402
@@ -87,7 +95,7 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
     "scripted"; played greedily with `deterministic`) and their split by situation."""
     from engine.scenarios import run_scenario
     from npc_brains.baselines import ScriptedPolicy
-    from npc_brains.evaluate import persona_probs, played_distribution, policy_slots, policy_tuning
+    from npc_brains.evaluate import UntrainedPopulation, persona_probs, played_distribution, policy_slots, policy_tuning
 
     slots = policy_slots(policy)
     scripted = ScriptedPolicy(slots=slots)
@@ -100,19 +108,28 @@ def probe(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int
                              tuning=policy_tuning(policy), on_tick=on_tick, deterministic=deterministic)
         if len(trace.probe_obs) == 0 or len(trace.personas) < 2:
             continue
-        mine = persona_probs(policy, trace)
-        if mine is None:  # SND is defined on action distributions
+        # personalities are compared within one network: a population's figures are its draws' means, as in
+        # village eval (npc_brains.evaluate.probe_diversities)
+        nets = policy.draws if isinstance(policy, UntrainedPopulation) else [policy]
+        per_net = [persona_probs(net, trace) for net in nets]
+        if any(mine is None for mine in per_net):  # SND is defined on action distributions
             raise SystemExit(f"{getattr(policy, 'name', 'the policy')} gives no action probabilities to probe")
         rows["situation"].append(situations(trace.probe_obs, slots))
-        rows["policy"].append(pairwise_tv(mine).mean(1))  # per observation: its share of the SND
-        rows["greedy"].append(pairwise_tv(played_distribution(mine, deterministic=True)).mean(1))
-        differ, near = greedy_choices(mine)
-        rows["differ"].append(differ.ravel())
-        rows["near"].append(near.ravel())
+        # per observation: its share of the SND
+        rows["policy"].append(np.mean([pairwise_tv(mine).mean(1) for mine in per_net], 0))
+        rows["greedy"].append(np.mean([pairwise_tv(played_distribution(mine, deterministic=True)).mean(1)
+                                       for mine in per_net], 0))
+        for mine in per_net:
+            differ, near = greedy_choices(mine)
+            rows["differ"].append(differ.ravel())
+            rows["near"].append(near.ravel())
         rows["scripted"].append(pairwise_tv(persona_probs(scripted, trace)).mean(1))
         # per action kind: summed over slots, then the spread across personalities
-        by_kind = np.stack([mine[:, :, kinds == k].sum(-1) for k in range(int(kinds.max()) + 1)], -1)
-        rows["spread"].append(by_kind.max(1) - by_kind.min(1))
+        spreads = []
+        for mine in per_net:
+            by_kind = np.stack([mine[:, :, kinds == k].sum(-1) for k in range(int(kinds.max()) + 1)], -1)
+            spreads.append(by_kind.max(1) - by_kind.min(1))
+        rows["spread"].append(np.mean(spreads, 0))
     if not rows["situation"]:
         raise SystemExit("no probe observations: the scenarios recorded no free NPC")
     sit, tv_p, tv_s = (np.concatenate(rows[k]) for k in ("situation", "policy", "scripted"))
@@ -142,12 +159,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-from", choices=("policy", "scripted"), default="policy",
                         help="whose runs give the probe observations (village eval: each policy its own; "
                              "default: %(default)s)")
+    add_untrained_arg(parser)
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
+    policy, who = probe_policy(parser, args, policy)
     with tick_progress(scenarios, args.quiet) as on_tick:
         out = probe(policy, spec, scenarios, args.villages, args.seed, on_tick, args.rows_from, args.greedy)
     ratio = out["snd"] / out["scripted_snd"] if out["scripted_snd"] else float("nan")
-    print(f"{args.policy} on {args.world}: SND {out['snd']:.3f}, scripted rules {out['scripted_snd']:.3f} on the same "
+    print(f"{who} on {args.world}: SND {out['snd']:.3f}, scripted rules {out['scripted_snd']:.3f} on the same "
           f"{out['observations']} observations from the {args.rows_from} runs (ratio {ratio:.2f})")
     near = "n/a" if out["near_tie_share"] is None else f"{out['near_tie_share']:.3f}"
     print(f"greedy choice: SND {out['greedy_snd']:.3f} (village eval --deterministic's diversity_played), of which "

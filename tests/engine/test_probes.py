@@ -443,3 +443,23 @@ def test_greedy_probes_count_what_village_eval_deterministic_counts(bench_script
     assert count(greedy) == metric(counts(True))
     assert bench.main(flags) == 0  # without the flag the same probe samples, as before
     assert count(json.loads(capsys.readouterr().out.strip().splitlines()[-1])) == metric(counts(False))
+
+
+def test_the_diversity_probe_measures_the_untrained_population_village_eval_compares_with(bench_script, capsys):
+    """--untrained --untrained-draws K --greedy: the SND as played of `village eval --random-init-draws K
+    --deterministic`'s random_init, and all of its differences are near ties."""
+    from npc_brains.evaluate import random_init_policy
+
+    bench = bench_script("diversity_probe")
+    assert bench.main(["--policy", "default", "--world", "generated:12:5000", "--scenarios", "kill-parent",
+                       "--villages", "2", "--seed", "3", "--greedy", "--untrained", "--untrained-draws", "3",
+                       "--quiet", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    out = json.loads(lines[-1])
+    assert lines[0].startswith("default (untrained, 3 draws) on generated:12:5000")
+    label, scenario = "generated:12:5000", load_scenario("kill-parent")
+    spec = EvalSpec([scenario], [(label, resolve_world(label))], villages=2, seed=3, deterministic=True)
+    ref = evaluate([("random_init", random_init_policy(load_policy("default", seed=3), seed=3, draws=3))], spec)
+    assert out["greedy_snd"] == pytest.approx(ref["random_init"]["diversity_played"])
+    assert out["snd"] == pytest.approx(ref["random_init"]["diversity"])
+    assert out["near_tie_share"] == pytest.approx(1.0)
