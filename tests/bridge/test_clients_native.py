@@ -38,6 +38,7 @@ def _check_transcript(out: str, n_actions_expected: int = 29) -> None:
     rows = int(re.search(r"rows=(\d+)", act).group(1))
     actions = [int(a) for a in act.split("actions=")[1].split(",")]
     assert rows == 16 and len(actions) == 16 and all(0 <= a < n_actions_expected for a in actions)
+    assert "temperature error code=bad_request" in lines  # the field reached the server, which serves the rules
     assert any(line.startswith("session id=") and "npcs=12 actors=3" in line for line in lines)
     assert "event death number=1 victim=Alda" in lines
     assert "step tick=1 event=death number=1 actor=player target=Alda" in lines

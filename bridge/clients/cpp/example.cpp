@@ -30,6 +30,12 @@ int main(int argc, char** argv) {
         std::cout << "act rows=" << actions.size() << " actions=";
         for (size_t i = 0; i < actions.size(); ++i) std::cout << (i ? "," : "") << actions[i];
         std::cout << "\n";
+        try {  // a request's own sampling temperature (the scripted rules have none to sharpen)
+            bridge.act(obs, rows, info.obs_dim, &mask, info.n_actions, false, 0.5);
+            std::cout << "temperature accepted\n";
+        } catch (const village_bridge::Error& e) {
+            std::cout << "temperature error code=" << e.code << "\n";
+        }
 
         std::ifstream file(argv[2]);
         std::stringstream toml;

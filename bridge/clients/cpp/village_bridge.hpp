@@ -201,14 +201,15 @@ public:
         return out;
     }
 
-    // Stateless batched query: obs (rows x obs_dim) float32, optional mask (rows x n_actions) 0/1.
+    // Stateless batched query: obs (rows x obs_dim) float32, optional mask (rows x n_actions) 0/1; temperature:
+    // sample from softmax(logits / T) instead of the server's temperature (not with deterministic).
     std::vector<int32_t> act(const std::vector<float>& obs, uint32_t rows, uint32_t obs_dim,
                              const std::vector<uint8_t>* mask = nullptr, uint32_t n_actions = 0,
-                             bool deterministic = false) {
+                             bool deterministic = false, std::optional<double> temperature = std::nullopt) {
         if (obs.size() != static_cast<size_t>(rows) * obs_dim) throw Error("bad_request", "obs size != rows*obs_dim");
         if (mask && mask->size() != static_cast<size_t>(rows) * n_actions)
             throw Error("bad_request", "mask size != rows*n_actions");
-        const uint32_t n = 1 + (mask ? 1 : 0) + (deterministic ? 1 : 0);
+        const uint32_t n = 1 + (mask ? 1 : 0) + (deterministic ? 1 : 0) + (temperature ? 1 : 0);
         auto r = request("act", n, [&](Packer& pk) {
             pk.pack(std::string("obs"));
             pack_array(pk, "float32", obs.data(), {rows, obs_dim});
@@ -220,18 +221,28 @@ public:
                 pk.pack(std::string("deterministic"));
                 pk.pack(true);
             }
+            if (temperature) {
+                pk.pack(std::string("temperature"));
+                pk.pack(*temperature);
+            }
         });
         return unpack_array<int32_t>(at(r.get(), "actions"));
     }
 
-    // A session from a world file's TOML text; returns the session id.
-    std::string session_create_world(const std::string& toml, std::optional<int64_t> seed = std::nullopt) {
-        auto r = request("session.create", seed ? 2 : 1, [&](Packer& pk) {
+    // A session from a world file's TOML text; returns the session id. temperature: its NPCs sample from
+    // softmax(logits / T) instead of the server's temperature.
+    std::string session_create_world(const std::string& toml, std::optional<int64_t> seed = std::nullopt,
+                                     std::optional<double> temperature = std::nullopt) {
+        auto r = request("session.create", 1 + (seed ? 1 : 0) + (temperature ? 1 : 0), [&](Packer& pk) {
             pk.pack(std::string("world"));
             pk.pack(toml);
             if (seed) {
                 pk.pack(std::string("seed"));
                 pk.pack(*seed);
+            }
+            if (temperature) {
+                pk.pack(std::string("temperature"));
+                pk.pack(*temperature);
             }
         });
         const auto& o = r.get();

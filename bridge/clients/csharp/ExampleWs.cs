@@ -28,6 +28,12 @@ static class ExampleWs
                 var mask = Enumerable.Repeat((byte)1, rows * nActions).ToArray();
                 var actions = bridge.Act(new float[rows * obsDim], rows, obsDim, mask, nActions, true);
                 Console.WriteLine($"act rows={actions.Length} actions={string.Join(",", actions)}");
+                try  // a request's own sampling temperature (the scripted rules have none to sharpen)
+                {
+                    bridge.Act(new float[rows * obsDim], rows, obsDim, mask, nActions, false, 0.5);
+                    Console.WriteLine("temperature accepted");
+                }
+                catch (BridgeError e) { Console.WriteLine($"temperature error code={e.Code}"); }
 
                 string session = bridge.SessionCreate(File.ReadAllText(args[1]));
                 Console.WriteLine($"session id={session} npcs={bridge.Npcs.Count} actors={bridge.Actors.Count}");

@@ -136,18 +136,26 @@ namespace Village.Bridge
         public Dictionary<object, object> Hello(string client = "village-bridge-csharp") =>
             Request("hello", new Dictionary<string, object> { ["client"] = client });
 
-        /// obs: rows*obsDim floats; mask: rows*nActions bytes (0/1) or null.
-        public int[] Act(float[] obs, int rows, int obsDim, byte[] mask = null, int nActions = 0, bool deterministic = false)
+        /// obs: rows*obsDim floats; mask: rows*nActions bytes (0/1) or null; temperature: sample from
+        /// softmax(logits / T) instead of the server's temperature (null: the server's; not with deterministic).
+        public int[] Act(float[] obs, int rows, int obsDim, byte[] mask = null, int nActions = 0, bool deterministic = false,
+                         double? temperature = null)
         {
             var fields = new Dictionary<string, object> { ["obs"] = EncodeArray(obs, "float32", rows, obsDim) };
             if (mask != null) fields["mask"] = EncodeArray(mask, "uint8", rows, nActions);
             if (deterministic) fields["deterministic"] = true;
+            if (temperature.HasValue) fields["temperature"] = temperature.Value;
             return DecodeInt32(Request("act", fields)["actions"]);
         }
 
-        /// A session from a world file's TOML text; returns the session id.
-        public string SessionCreate(string worldToml, long seed = 0) =>
-            (string)Request("session.create", new Dictionary<string, object> { ["world"] = worldToml, ["seed"] = seed })["session"];
+        /// A session from a world file's TOML text; returns the session id. temperature: its NPCs sample from
+        /// softmax(logits / T) (null: the server's temperature).
+        public string SessionCreate(string worldToml, long seed = 0, double? temperature = null)
+        {
+            var fields = new Dictionary<string, object> { ["world"] = worldToml, ["seed"] = seed };
+            if (temperature.HasValue) fields["temperature"] = temperature.Value;
+            return (string)Request("session.create", fields)["session"];
+        }
 
         public long SessionEvent(string session, string type, string actor, string target, string[] witnesses = null)
         {

@@ -154,18 +154,23 @@ namespace VillageBridge
             return info;
         }
 
-        public int[] Act(float[] obs, int rows, int obsDim, byte[] mask = null, int nActions = 0, bool deterministic = false)
+        /// temperature: sample from softmax(logits / T) instead of the server's temperature (null: the server's).
+        public int[] Act(float[] obs, int rows, int obsDim, byte[] mask = null, int nActions = 0, bool deterministic = false,
+                         double? temperature = null)
         {
             var fields = new Dictionary<string, object> { ["obs"] = EncodeArray(obs, "float32", rows, obsDim) };
             if (mask != null) fields["mask"] = EncodeArray(mask, "uint8", rows, nActions);
             if (deterministic) fields["deterministic"] = true;
+            if (temperature.HasValue) fields["temperature"] = temperature.Value;
             return DecodeInt32(Request("act", fields)["actions"]);
         }
 
-        public string SessionCreate(string worldToml, long seed = 0, bool deterministic = false)
+        /// temperature: the session's NPCs sample from softmax(logits / T) (null: the server's temperature).
+        public string SessionCreate(string worldToml, long seed = 0, bool deterministic = false, double? temperature = null)
         {
-            var reply = Request("session.create", new Dictionary<string, object>
-                                { ["world"] = worldToml, ["seed"] = seed, ["deterministic"] = deterministic });
+            var fields = new Dictionary<string, object> { ["world"] = worldToml, ["seed"] = seed, ["deterministic"] = deterministic };
+            if (temperature.HasValue) fields["temperature"] = temperature.Value;
+            var reply = Request("session.create", fields);
             Npcs = ((List<object>)reply["npcs"]).ConvertAll(o => (string)o);
             Actors = ((List<object>)reply["actors"]).ConvertAll(o => (string)o);
             return (string)reply["session"];

@@ -24,6 +24,13 @@ try {
   const mask = new Uint8Array(rows * info.n_actions).fill(1);
   const { actions } = await bridge.act(obs, rows, info.obs_dim, { mask, nActions: info.n_actions, deterministic: true });
   console.log(`act rows=${actions.length} actions=${Array.from(actions).join(",")}`);
+  try {  // a request's own sampling temperature (the scripted rules have none to sharpen)
+    await bridge.act(obs, rows, info.obs_dim, { mask, nActions: info.n_actions, temperature: 0.5 });
+    console.log("temperature accepted");
+  } catch (e) {
+    if (!(e instanceof BridgeError)) throw e;
+    console.log(`temperature error code=${e.code}`);
+  }
 
   const created = await bridge.sessionCreate({ world: readFileSync(worldPath, "utf8"), seed: 0 });
   console.log(`session id=${created.session} npcs=${created.npcs.length} actors=${created.actors.length}`);

@@ -61,12 +61,12 @@ export class VillageBridgeClient {
   ping(): Promise<number>;
   hello(client?: string): Promise<Hello>;
   act(obs: Float32Array, rows: number, obsDim: number, options?: {
-    mask?: Uint8Array | null; nActions?: number; deterministic?: boolean; withProbs?: boolean;
+    mask?: Uint8Array | null; nActions?: number; deterministic?: boolean; withProbs?: boolean; temperature?: number | null;
   }): Promise<{ actions: Int32Array; probs: Float32Array | null; policy: string }>;
   sessionCreate(options: {
     world?: string; npcs?: Record<string, unknown>[]; relationships?: Record<string, unknown>[];
     actors?: Record<string, unknown>[]; width?: number; height?: number; sight_radius?: number; seed?: number;
-    deterministic?: boolean;
+    deterministic?: boolean; temperature?: number;
   }): Promise<{ session: string; npcs: string[]; actors: string[]; tick: number }>;
   sessionEvent(session: string, type: "death" | "attack" | "gift" | "talk", options: {
     actor?: string | number | null; target: string | number; position?: [number, number] | null;

@@ -108,12 +108,14 @@ export class VillageBridgeClient {
 
   async hello(client = "village-bridge-js") { return this.request("hello", { client }); }
 
-  /** obs: Float32Array of rows*obsDim; mask: Uint8Array of rows*nActions (optional). */
-  async act(obs, rows, obsDim, { mask = null, nActions = 0, deterministic = false, withProbs = false } = {}) {
+  /** obs: Float32Array of rows*obsDim; mask: Uint8Array of rows*nActions (optional); temperature: sample from
+   * softmax(logits / T) instead of the server's temperature (optional, not with deterministic). */
+  async act(obs, rows, obsDim, { mask = null, nActions = 0, deterministic = false, withProbs = false, temperature = null } = {}) {
     const fields = { obs: encodeArray(obs, [rows, obsDim], "float32") };
     if (mask) fields.mask = encodeArray(mask, [rows, nActions], "uint8");
     if (deterministic) fields.deterministic = true;
     if (withProbs) fields.with_probs = true;
+    if (temperature !== null) fields.temperature = temperature;
     const result = await this.request("act", fields);
     return { actions: decodeArray(result.actions).data, probs: result.probs ? decodeArray(result.probs).data : null, policy: result.policy };
   }

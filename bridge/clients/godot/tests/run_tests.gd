@@ -152,6 +152,11 @@ func _run() -> void:
 	var reply = yield(call_op(id), "completed")
 	var actions = MsgPack.read_array(reply.get("actions"))
 	check(reply.ok and actions != null and actions.size() == 16, "act(16): %s" % str(actions))
+	# a request's own sampling temperature: the trained policy samples at it; 0 is out of range
+	reply = yield(call_op(bridge.act(obs, 16, null, false, 0.5)), "completed")
+	check(reply.ok and MsgPack.read_array(reply.get("actions")).size() == 16, "act at temperature 0.5")
+	reply = yield(call_op(bridge.act(obs, 16, null, false, 0)), "completed")
+	check(not reply.ok and reply.error.code == "bad_request", "act at temperature 0 is a bad_request")
 	var n = int(OS.get_environment("VILLAGE_BENCH_N")) if OS.get_environment("VILLAGE_BENCH_N") != "" else 200
 	var times = []
 	for _i in range(n):

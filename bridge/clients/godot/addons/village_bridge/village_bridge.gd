@@ -163,18 +163,25 @@ func _send(op: String, fields: Dictionary) -> int:
 	return id
 
 
-# rows x obs_dim observations (row-major, float32); mask: optional Array of bools, rows x n_actions
-func act(obs: PoolRealArray, rows: int, mask = null, deterministic = false) -> int:
+# rows x obs_dim observations (row-major, float32); mask: optional Array of bools, rows x n_actions;
+# temperature: sample from softmax(logits / T) instead of the server's temperature (null: the server's)
+func act(obs: PoolRealArray, rows: int, mask = null, deterministic = false, temperature = null) -> int:
 	var fields = {"obs": MsgPack.f32_array(obs, [rows, obs.size() / max(rows, 1)])}
 	if mask != null:
 		fields["mask"] = MsgPack.bool_array(mask, [rows, mask.size() / max(rows, 1)])
 	if deterministic:
 		fields["deterministic"] = true
+	if temperature != null:
+		fields["temperature"] = float(temperature)
 	return _send("act", fields)
 
 
-func session_create(world_toml: String, world_seed = 0, deterministic = false) -> int:
-	return _send("session.create", {"world": world_toml, "seed": world_seed, "deterministic": deterministic})
+# temperature: the session's NPCs sample from softmax(logits / T) (null: the server's temperature)
+func session_create(world_toml: String, world_seed = 0, deterministic = false, temperature = null) -> int:
+	var fields = {"world": world_toml, "seed": world_seed, "deterministic": deterministic}
+	if temperature != null:
+		fields["temperature"] = float(temperature)
+	return _send("session.create", fields)
 
 
 func session_create_npcs(npcs: Array, relationships: Array, actors: Array, options: Dictionary = {}) -> int:
