@@ -31,6 +31,7 @@ export interface Hello {
   event_types: string[];
   ops: string[];
   limits: Record<string, number>;
+  temperature: number;
 }
 
 export interface Reaction {
