@@ -15,7 +15,8 @@ import numpy as np
 from npc_brains.policy_api import PolicyOutput
 
 MASKED_LOGIT = np.float32(-1e9)
-TEMPERATURE_RANGE = (0.01, 100.0)  # below 0.01 the sharpened logits of a trained head overflow float32
+TEMPERATURE_RANGE = (0.01, 100.0)  # below 0.01 sampling is the most likely action but for near ties (take the
+# deterministic play instead); above 100 it is as good as uniform over the valid actions
 NOISE_BLOCK = 8192  # sampling noise is drawn this many values at a time (the same stream as one draw per call)
 
 
