@@ -32,7 +32,7 @@ from bridge.policies import BASELINE_NAMES, POLICY_NAMES, PolicyLoadError, layou
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
 from npc_brains.policy_api import Policy
-from npc_brains.runtime import check_temperature
+from npc_brains.runtime import check_temperature, set_temperature
 from worlds import WorldError
 
 log = logging.getLogger("bridge.server")
@@ -164,15 +164,18 @@ class BridgeService:
         self.loader = loader or self._load
         self.obs_names, self.action_names = layout(config.slots)
         self.obs_dim, self.n_actions = len(self.obs_names), len(self.action_names)
-        try:
-            if policy is None:
+        if policy is None:
+            try:
                 policy = self.loader(config.policy)
                 probe(policy, config.slots)
+            except BackendLoadError as exc:  # names --backend itself
+                raise ConfigError(str(exc)) from None
+            except PolicyLoadError as exc:
+                raise ConfigError(f"--policy: {exc}") from None
+        try:
             self._temper(policy)
-        except BackendLoadError as exc:  # names --backend itself
-            raise ConfigError(str(exc)) from None
         except PolicyLoadError as exc:
-            raise ConfigError(f"--policy: {exc}") from None
+            raise ConfigError(str(exc)) from None
         self.policy: Policy = policy
         self.store = SessionStore(self.limits, config.slots, config.session_ttl_s, config.state_dir)
         self.store.tuning = policy_tuning(policy)  # its sessions' minds run in the world it learned
@@ -216,14 +219,12 @@ class BridgeService:
 
     def _temper(self, policy: Policy) -> None:
         """Set the server's sampling temperature on a policy about to serve (PolicyLoadError if it has none)."""
-        t = self.config.temperature
-        if t == 1.0:
+        if self.config.temperature == 1.0:
             return
-        if not hasattr(policy, "temperature"):
-            name = getattr(policy, "name", type(policy).__name__)
-            raise PolicyLoadError(f"{name} has no learned probabilities to sample at --temperature {t:g} (expected "
-                                  "a trained policy)")
-        policy.temperature = t  # type: ignore[attr-defined]
+        try:
+            set_temperature(policy, self.config.temperature, "--temperature")
+        except ValueError as exc:
+            raise PolicyLoadError(str(exc)) from None
 
     def request_temperature(self, fields: dict[str, Any]) -> float | None:
         """A request's `temperature` field, checked: None when it names none."""

@@ -150,12 +150,12 @@ def _set_temperature(policies: list[tuple[str, Any]], temperature: float, notes:
     """Sample every network at `temperature`; the main policy must have one."""
     from npc_brains.runtime import set_temperature
 
-    for k, (name, policy) in enumerate(policies):
-        if hasattr(policy, "temperature"):
-            set_temperature(policy, temperature)
-        elif k == 0:
-            raise UserError(f"--temperature: {name} has no learned probabilities to sharpen (expected a trained "
-                            "policy)")
+    for k, (_name, policy) in enumerate(policies):
+        if k == 0 or hasattr(policy, "temperature"):  # the rules and random actions compared have none
+            try:
+                set_temperature(policy, temperature, "--temperature")
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
     notes.append(f"the networks sample at temperature {temperature:g}")
 
 

@@ -89,7 +89,7 @@ def test_rules_have_no_temperature():
                 client.act(np.zeros((1, client.hello()["obs_dim"]), np.float32), temperature=0.5)
     finally:
         srv.stop()
-    with pytest.raises(ConfigError, match="--policy: scripted has no learned probabilities"):
+    with pytest.raises(ConfigError, match="--temperature: scripted has no learned probabilities"):
         make_server(temperature=0.5)
 
 
