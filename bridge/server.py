@@ -170,7 +170,7 @@ class BridgeServer:
                                      "ws": self.ws_endpoint, "policy": self.policy_name,
                                      "curve": cfg.curve_secret is not None, "sessions_restored": restored,
                                      "protocol": P.PROTOCOL_VERSION, "batch_delay_us": cfg.batch_delay_us,
-                                     "backend": cfg.backend})
+                                     "backend": cfg.backend, "temperature": cfg.temperature})
         return self.endpoint or self.ws_endpoint
 
     def _bind_zmq(self, sock: zmq.Socket) -> None:

@@ -135,3 +135,13 @@ def test_a_restarted_server_keeps_each_sessions_temperature(tmp_path):
     again = SessionStore(Limits(), slots=4, ttl_s=60.0, state_dir=tmp_path)
     assert again.restore_all() == (1, [])
     assert next(iter(again)).temperature == 0.3
+
+
+def test_a_reload_keeps_the_servers_temperature_and_refuses_the_rules(served):
+    assert served.reload("default")["policy"] == "default"
+    assert served.hello()["temperature"] == 0.5  # the new policy samples at the server's temperature too
+    with pytest.raises(BridgeError) as err:
+        served.reload("scripted")
+    assert err.value.code == "reload_failed" and "--temperature: scripted has no learned probabilities" in \
+        err.value.message
+    assert served.hello()["policy"] == "default" and served.hello()["temperature"] == 0.5
