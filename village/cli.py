@@ -53,6 +53,17 @@ def temperature_flag(text: str | None, flag: str = "--temperature") -> float | N
         raise UserError(str(exc)) from None
 
 
+def apply_temperature(policy: object, temperature: float, flag: str = "--temperature") -> None:
+    """Make `policy` sample at `temperature`; UserError, one line naming `flag`, for one without learned
+    probabilities (the rules, random actions)."""
+    from npc_brains.runtime import set_temperature
+
+    try:
+        set_temperature(policy, temperature, flag)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
 def version() -> str:
     """This checkout's version (its pyproject.toml, which an editable install's metadata may lag behind), else
     the installed distribution's."""

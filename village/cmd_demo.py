@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from village.cli import UserError, temperature_flag
+from village.cli import UserError, apply_temperature, temperature_flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,12 +54,7 @@ def run(args: argparse.Namespace) -> int:
     world = load_world(args.world)
     policy = _load_policy(args.policy, args.seed)
     if temperature is not None:
-        from npc_brains.runtime import set_temperature
-
-        try:
-            set_temperature(policy, temperature, "--temperature")
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
+        apply_temperature(policy, temperature)
 
     from engine.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
     from npc_brains import policy_slots, policy_tuning

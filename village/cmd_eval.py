@@ -148,14 +148,11 @@ def _temperature_flag(text: str | None, deterministic: bool) -> float | None:
 
 def _set_temperature(policies: list[tuple[str, Any]], temperature: float, notes: list[str]) -> None:
     """Sample every network at `temperature`; the main policy must have one."""
-    from npc_brains.runtime import set_temperature
+    from village.cli import apply_temperature
 
     for k, (_name, policy) in enumerate(policies):
         if k == 0 or hasattr(policy, "temperature"):  # the rules and random actions compared have none
-            try:
-                set_temperature(policy, temperature, "--temperature")
-            except ValueError as exc:
-                raise UserError(str(exc)) from None
+            apply_temperature(policy, temperature)
     notes.append(f"the networks sample at temperature {temperature:g}")
 
 
