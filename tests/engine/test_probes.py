@@ -131,6 +131,26 @@ def test_the_paired_comparison_plays_a_greedy_side_as_village_eval_deterministic
     assert snd_b["diversity_played"] == pytest.approx(snd_b["diversity"])
 
 
+def test_the_paired_comparison_samples_a_side_at_its_temperature_as_village_eval(bench_script, capsys):
+    """`--temperature-a 0.3`: A's rates and SND are `village eval --temperature 0.3`'s on the same villages."""
+    from npc_brains.runtime import set_temperature
+
+    bench = bench_script("paired_eval")
+    assert bench.main(["--a", "default", "--b", "default", "--temperature-a", "0.3", "--worlds", "village-v1",
+                       "--scenarios", "kill-parent", "--seeds", "3", "--quiet", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["temperature_a"] == "0.3" and out["temperature_b"] is None
+    ((_size, rates),) = out["by_size"].items()
+    spec = EvalSpec([load_scenario("kill-parent")], [("village-v1", load_world("village-v1"))], villages=3, seed=0)
+    sharp = load_policy("default", seed=0)
+    set_temperature(sharp, 0.3)
+    ref = evaluate([("default", sharp)], spec)["default"]
+    for rate in INTERVAL_RATES:
+        assert rates[rate]["a"] == ref[rate]
+    ((_size, snd_a),), ((_, snd_b),) = out["diversity"]["a"].items(), out["diversity"]["b"].items()
+    assert snd_a["diversity"] == pytest.approx(ref["diversity"]) and snd_a["diversity"] > snd_b["diversity"]
+
+
 def test_policies_are_chosen_on_worlds_the_sweep_does_not_hold_out(bench_script):
     """paired_eval --worlds validation: the sweep's sizes, on generator seeds below the held-out range, so choosing
     a candidate there leaves the sweep's worlds unseen."""
@@ -201,6 +221,10 @@ def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
     ("paired_eval", ["--a", "no-such-policy.pt"], "no-such-policy.pt"),
     ("paired_eval", ["--a", "scripted", "--worlds", "no-such-world"], "no-such-world"),
     ("paired_eval", ["--a", "scripted", "--greedy", "c"], "--greedy"),
+    ("paired_eval", ["--a", "default", "--temperature-a", "0"], "--temperature-a: expected a number"),
+    ("paired_eval", ["--a", "scripted", "--temperature-a", "0.5"], "--temperature-a: scripted has no learned"),
+    ("paired_eval", ["--a", "default", "--temperature-b", "0.5", "--greedy", "both"], "--temperature-b: --greedy"),
+    ("mourning_gaps", ["--greedy", "--villages", "0"], "--villages"),
     ("news_channels", ["--villages", "0"], "--villages"),
     ("chain_anatomy", ["--world", "no-such-world"], "no-such-world"),
     ("diversity_probe", ["--rows-from", "nobody"], "--rows-from"),
