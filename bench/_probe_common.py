@@ -23,6 +23,9 @@ def add_probe_args(parser: argparse.ArgumentParser, *, scenarios: str, seed: int
     parser.add_argument("--greedy", action="store_true",
                         help="play the runs with each NPC's most likely action, as village eval --deterministic "
                              "(default: sampled, as the bridge and the sandbox play)")
+    parser.add_argument("--personality-strength", type=float, default=None, metavar="S",
+                        help="play each NPC's learned personality S times as strongly (npc_brains.personality; "
+                             "default: 1, the trained policy)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
 
@@ -86,16 +89,24 @@ def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, poli
                      "--untrained with it")
     if draws is not None and draws < 1:
         parser.error(f"--untrained-draws: expected an integer >= 1, got {draws}")
-    if not getattr(args, "untrained", False):
-        return policy, probe_name(args)
-    from npc_brains.evaluate import random_init_policy
+    if getattr(args, "untrained", False):
+        from npc_brains.evaluate import random_init_policy
 
-    fresh = random_init_policy(policy, seed=args.seed, draws=draws or 1)
-    if fresh is None:
-        parser.error(f"{args.policy} has no network to re-initialise")
-    if getattr(policy, "tuning", None) is not None:  # --tuning's world, not only the one the policy learned in
-        fresh.tuning = policy.tuning
-    return fresh, probe_name(args)
+        fresh = random_init_policy(policy, seed=args.seed, draws=draws or 1)
+        if fresh is None:
+            parser.error(f"{args.policy} has no network to re-initialise")
+        if getattr(policy, "tuning", None) is not None:  # --tuning's world, not only the one the policy learned in
+            fresh.tuning = policy.tuning
+        policy = fresh
+    strength = getattr(args, "personality_strength", None)
+    if strength is not None:
+        from npc_brains.personality import with_personality_strength
+
+        try:
+            policy = with_personality_strength(policy, strength, seed=args.seed)
+        except ValueError as exc:
+            parser.error(str(exc).replace("personality_strength", "--personality-strength", 1))
+    return policy, probe_name(args)
 
 
 def run_probe(parser: argparse.ArgumentParser, args: argparse.Namespace,

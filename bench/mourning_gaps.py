@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]  # the repo, bench/
 
-from _probe_common import add_probe_args, read_probe_args, tick_progress  # noqa: E402
+from _probe_common import add_probe_args, probe_policy, read_probe_args, tick_progress  # noqa: E402
 
 from engine.constants import ACTION_NAMES, GRIEF_LEFT, Action, Trait  # noqa: E402
 from engine.metrics import MetricParams, mourning_ticks, performed, trigger_deaths  # noqa: E402
@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     add_probe_args(parser, scenarios="all", seed=5)
     args = parser.parse_args(argv)
     spec, scenarios, policy = read_probe_args(parser, args)
+    policy, _ = probe_policy(parser, args, policy)
     with tick_progress(scenarios, args.quiet) as on_tick:
         out = gaps(policy, spec, scenarios, args.villages, args.seed, on_tick, deterministic=args.greedy)
     n = out["eligible"]

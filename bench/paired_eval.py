@@ -19,6 +19,8 @@ instead of two, since worlds of one size differ. `--tuning FIELD=VALUE` (repeata
 worlds alike. `--greedy a` (or `b`, `both`) plays that side greedily (`village eval --deterministic`), so that one
 policy played greedily can be judged against itself sampled: `--a default --b default --greedy a`.
 `--temperature-a T` (or `-b`) samples that side's network from softmax(logits / T) (`village eval --temperature`).
+`--personality-strength-a S` (or `-b`) plays that side's NPCs' learned personalities S times as strongly
+(`village eval --personality-strength`, npc_brains.personality).
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.add_argument(f"--temperature-{side}", default=None, metavar="T",
                             help=f"policy {side.upper()} samples from softmax(logits / T), as village eval "
                                  "--temperature (default: 1)")
+    for side in ("a", "b"):
+        parser.add_argument(f"--personality-strength-{side}", default=None, metavar="S",
+                            help=f"policy {side.upper()} plays each NPC's learned personality S times as strongly, "
+                                 "as village eval --personality-strength (default: 1)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
     args = parser.parse_args(argv)
@@ -88,7 +94,7 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
     from npc_brains import PolicyError, load_policy, policy_tuning
     from npc_brains.evaluate import EvalSpec
     from npc_brains.runtime import set_temperature
-    from village.cli import UserError
+    from village.cli import UserError, personality_flag
     from village.cmd_eval import _override_tuning
 
     try:
@@ -112,6 +118,12 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
                     raise UserError(f"--temperature-{side}: --greedy plays that side's most likely action and "
                                     "samples nothing; expected one of the two")
                 set_temperature(policy, temperature, f"--temperature-{side}")
+        for k, side in enumerate("ab"):
+            strength = getattr(args, f"personality_strength_{side}")
+            if strength is not None:
+                name, policy = policies[k]
+                policies[k] = (name, personality_flag(policy, strength, f"--personality-strength-{side}",
+                                                      seed=args.seed))
     except (UserError, PolicyError, ValueError, OSError) as exc:  # bad world, scenario, policy or tuning flag
         args.parser.error(str(exc))
     spec = EvalSpec(scenarios, worlds, villages=args.seeds, seed=args.seed)
@@ -179,9 +191,10 @@ def main(argv: list[str] | None = None) -> int:
     table = compare(*(stats for stats, _ in played))
     snd = [d for _, d in played]
     (name_a, _), (name_b, _) = policies
-    name_a, name_b = (f"{name} greedy" if side.deterministic else name if t is None else f"{name} at T={t}"
-                      for name, side, t in ((name_a, specs[0], args.temperature_a),
-                                            (name_b, specs[1], args.temperature_b)))
+    name_a, name_b = (f"{name}{'' if s is None else f' at strength {s}'}"
+                      f"{' greedy' if side.deterministic else '' if t is None else f' at T={t}'}"
+                      for name, side, t, s in ((name_a, specs[0], args.temperature_a, args.personality_strength_a),
+                                               (name_b, specs[1], args.temperature_b, args.personality_strength_b)))
     print(f"{name_a} against {name_b} on the same villages: {len(spec.scenarios)} scenarios x "
           f"{', '.join(label for label, _ in spec.worlds)} x {spec.villages} seeds (seed {spec.seed}); "
           "[low, high]: 95% bootstrap intervals over the villages, A - B's paired; * its interval excludes 0")
@@ -203,7 +216,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         diversity = {side: {str(k): v for k, v in d.items()} for side, d in zip("ab", snd, strict=True)}
         print(json.dumps({"a": args.a, "b": args.b, "greedy": args.greedy, "temperature_a": args.temperature_a,
-                          "temperature_b": args.temperature_b, "by_size": table, "diversity": diversity}))
+                          "temperature_b": args.temperature_b,
+                          "personality_strength_a": args.personality_strength_a,
+                          "personality_strength_b": args.personality_strength_b, "by_size": table,
+                          "diversity": diversity}))
     return 0
 
 

@@ -8,7 +8,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 # Interactive commands run small batches (one village, one request): BLAS threads only add latency there.
 # Set before numpy is first imported; an explicit setting by the user wins.
@@ -60,6 +60,17 @@ def apply_temperature(policy: object, temperature: float, flag: str = "--tempera
 
     try:
         set_temperature(policy, temperature, flag)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def personality_flag(policy: Any, value: Any, flag: str = "--personality-strength", *, seed: int | None = 0) -> Any:
+    """`policy` played at personality strength `value` (npc_brains.personality; itself at 1); UserError, one line
+    naming `flag`, for a bad value or a policy without a learned personality (the rules, random actions)."""
+    from npc_brains.personality import with_personality_strength
+
+    try:
+        return with_personality_strength(policy, value, seed=seed, name=flag)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 
