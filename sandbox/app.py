@@ -198,6 +198,8 @@ class SandboxApp:
             self.clock.request_step()
         elif key in (pygame.K_1, pygame.K_2, pygame.K_3):
             self.clock.set_speed(SPEEDS[1 + key - pygame.K_1])
+        elif key in (pygame.K_LEFTBRACKET, pygame.K_RIGHTBRACKET):
+            model.shift_temperature(1 if key == pygame.K_RIGHTBRACKET else -1)
         elif key in (pygame.K_k, pygame.K_f, pygame.K_g, pygame.K_t):
             self._act_on_target(key)
         elif key == pygame.K_x:

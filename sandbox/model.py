@@ -2,7 +2,9 @@
 
 It owns no game logic. Each tick asks the policy for every NPC's action and calls `VillageSim.step`;
 every player order goes through `VillageSim.command` (the engine's command queue), exactly as in
-training and in the bridge. Edits make a new `WorldSpec` and rebuild the simulation from it.
+training and in the bridge. Edits make a new `WorldSpec` and rebuild the simulation from it. The one
+sandbox-level order, a trained policy's sampling temperature, never reaches the engine: it is set on the
+policy at a tick boundary and logged beside the commands, so a replay samples the same way.
 """
 
 from __future__ import annotations
@@ -18,16 +20,29 @@ from engine.events import Event, Message
 from engine.policy_api import Policy
 from engine.sim import COMMAND_OPS, VillageSim
 from npc_brains import PolicyError, policy_slots, policy_tuning
+from npc_brains.runtime import set_temperature
 from sandbox import editor
 from sandbox.feed import EDIT, INFO, Feed
 from sandbox.policy import PolicySource, resolve_policy
-from sandbox.session import CommandRecord, Session, state_digest
+from sandbox.session import TEMPERATURE_OP, CommandRecord, Session, state_digest
 from worlds import ROLES, WorldError, WorldSpec, load_world, save_world
 
 SCENARIOS = ("world", "none")
 ENDLESS = 10**9  # the sandbox never truncates an episode
 RECENT = 6  # reactions kept per NPC for the inspector
 STEER_AHEAD = 2.5  # map units ahead of the player a held direction key walks to (actor speed is 2/tick)
+# The temperatures `[` and `]` step through: 1 samples as trained, lower follows each NPC's preferences more
+# closely (0.1 is nearly always the most likely action), 2 is noticeably more random.
+TEMPERATURE_LADDER = (0.1, 0.25, 0.5, 1.0, 2.0)
+
+
+def ladder_step(current: float | None, direction: int) -> float:
+    """The next temperature on TEMPERATURE_LADDER above (`direction` > 0) or below `current` (None: 1); `current`
+    itself at the ladder's end. A T off the ladder (a `--temperature 0.3` start) steps to the nearest rung."""
+    t = 1.0 if current is None else current
+    if direction > 0:
+        return min((rung for rung in TEMPERATURE_LADDER if rung > t), default=t)
+    return max((rung for rung in TEMPERATURE_LADDER if rung < t), default=t)
 
 
 class SandboxModel:
@@ -40,7 +55,10 @@ class SandboxModel:
             raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
         self.source = policy if isinstance(policy, PolicySource) else resolve_policy(policy)
         self.seed = int(seed)
-        self.temperature = temperature  # a trained policy's sampling temperature; None: 1, as trained
+        # the trained policy's sampling temperature now (None: 1, as trained), and the run's starting one, which
+        # every (re)start goes back to: changes during a run are commands, and a restart clears the commands
+        self.start_temperature = temperature
+        self.temperature = temperature
         self.scenario = scenario
         self.slots = int(slots)
         self.world_ref = world_ref or world.id
@@ -61,11 +79,11 @@ class SandboxModel:
             self.spec_version += 1
         if seed is not None:
             self.seed = int(seed)
+        changed_temperature = self.temperature != self.start_temperature
+        self.temperature = self.start_temperature
         self.policy = self.source.make(self.seed, self.slots)
         if self.temperature is not None or hasattr(self.policy, "temperature"):
             # set every run (None: back to 1), since a policy object may be shared between runs
-            from npc_brains.runtime import set_temperature
-
             try:
                 set_temperature(self.policy, 1.0 if self.temperature is None else self.temperature, "--temperature")
             except ValueError as exc:
@@ -80,6 +98,8 @@ class SandboxModel:
         self.prev_pos = self.sim.state.pos[0].copy()
         self.commands = []
         self.feed.reset()
+        if changed_temperature:
+            self.feed.note(0, f"temperature back to {_shown(self.temperature)}, the run's start", INFO)
         self.news: dict[tuple[int, int], Message] = {}  # (receiver, subject) -> how it first learned
         self.recent: dict[int, deque[Event]] = {}  # NPC -> its latest reaction events
         if self.script or self.replaying:
@@ -132,7 +152,12 @@ class SandboxModel:
                 self.feed.note(self.tick, f"script: skipped {record.op} planned for tick {record.tick}", INFO)
                 continue
             try:
-                self._send(record)
+                if record.op == TEMPERATURE_OP:
+                    # A policy without probabilities ignores T, so the run (and a replay's digest) is the same
+                    # without the record: a note, not an error that would stop the replay.
+                    self._apply_temperature(record.value)
+                else:
+                    self._send(record)
             except ValueError as exc:
                 self.feed.note(self.tick, f"script: {exc}", INFO)
         if self.replaying and not self.script:
@@ -174,6 +199,51 @@ class SandboxModel:
         target = -1 if record.target is None else record.target
         self.sim.command(0, record.actor, record.op, target, x=record.x, y=record.y)
         self.commands.append(CommandRecord(self.tick, record.op, record.actor, record.target, record.x, record.y))
+
+    # ------------------------------------------------------------------ sampling temperature
+    @property
+    def samples(self) -> bool:
+        """Whether the policy samples from learned probabilities, so that its temperature matters."""
+        return hasattr(self.policy, "temperature")
+
+    def set_temperature(self, value: float) -> bool:
+        """Sample at `value` from this tick on (before the policy acts), logged as a command so that a saved
+        session replays it. False, with a feed note, where it cannot apply (a replay, a policy without learned
+        probabilities, the same T)."""
+        if self.replaying:
+            self.feed.note(self.tick, "replaying: player input is ignored", INFO)
+            return False
+        try:
+            if self.samples and value == self.temperature:
+                return False  # nothing changes, so nothing to log
+            self._apply_temperature(value)
+        except ValueError as exc:
+            self.feed.note(self.tick, str(exc), INFO)
+            return False
+        return True
+
+    def shift_temperature(self, direction: int) -> bool:
+        """`]` (direction 1) and `[` (-1): the next temperature on the ladder; at its end, a note and no change."""
+        new = ladder_step(self.temperature, direction)
+        if new == (1.0 if self.temperature is None else self.temperature) and self.samples and not self.replaying:
+            end = "highest" if direction > 0 else "lowest"
+            self.feed.note(self.tick, f"temperature: already at the {end} step ({_shown(self.temperature)})", INFO)
+            return False
+        return self.set_temperature(new)
+
+    def _apply_temperature(self, value: float | None) -> None:
+        """Set T on the policy now and log it; ValueError (one line) for a bad T or a policy that ignores T."""
+        if not self.samples:
+            name = getattr(self.policy, "name", self.source.name)
+            raise ValueError(f"temperature: policy {name} has no learned probabilities to sharpen (the scripted "
+                             "rules and random actions ignore T); the run is unchanged")
+        set_temperature(self.policy, value, "temperature")
+        was, self.temperature = self.temperature, float(value)
+        last = self.commands[-1] if self.commands else None
+        if last is not None and last.op == TEMPERATURE_OP and last.tick == self.tick:
+            self.commands.pop()  # several presses before one tick: only the last one matters to a replay
+        self.commands.append(CommandRecord(self.tick, TEMPERATURE_OP, value=self.temperature))
+        self.feed.note(self.tick, f"temperature {_shown(self.temperature)} (was {_shown(was)})", INFO)
 
     def steer_player(self, dx: float, dy: float) -> None:
         """Called once per tick with the held direction: walk ahead while held, stop when released."""
@@ -257,9 +327,10 @@ class SandboxModel:
     # ------------------------------------------------------------------ sessions
     def session(self) -> Session:
         """Everything needed to replay the current run from tick 0."""
+        # the starting T: the changes since are in `commands`, at their ticks
         return Session(commands=list(self.commands), seed=self.seed, policy=self.source.spec,
-                       temperature=self.temperature, scenario=self.scenario, slots=self.slots, ticks=self.tick,
-                       digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
+                       temperature=self.start_temperature, scenario=self.scenario, slots=self.slots,
+                       ticks=self.tick, digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
 
     def start_replay(self, session: Session) -> None:
         """Restart with the session's world and seed and send its commands at their ticks."""
@@ -272,7 +343,7 @@ class SandboxModel:
             self.scenario = session.scenario
         if session.slots is not None:
             self.slots = session.slots
-        self.temperature = session.temperature
+        self.start_temperature = self.temperature = session.temperature
         self.rebuild(seed=session.seed if session.seed is not None else self.seed)
         self.load_script(session)
         self.replaying = True
@@ -283,3 +354,7 @@ class SandboxModel:
 
     def digest(self) -> str:
         return state_digest(self.sim.state)
+
+
+def _shown(temperature: float | None) -> str:
+    return "1" if temperature is None else f"{temperature:g}"  # None samples as trained, which is T = 1

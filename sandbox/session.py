@@ -19,6 +19,10 @@ says whether it did. A command script (`--script`) is the same format with only 
     op = "kill"
     actor = "player"
     target = "Alda"
+    [[commands]]
+    tick = 40
+    op = "temperature"   # a sandbox op, not an engine command: the trained policy samples at `value` from here
+    value = 0.5
 
 TOML (`.toml`) or JSON (`.json`), chosen by the file's extension.
 """
@@ -41,7 +45,12 @@ from worlds import WorldError, WorldSpec, world_from_dict, world_to_dict
 FORMAT = 1
 _TOP_KEYS = ("format", "seed", "policy", "temperature", "scenario", "slots", "ticks", "digest", "world_ref", "world",
              "commands")
-_COMMAND_KEYS = ("tick", "op", "actor", "target", "x", "y")
+_COMMAND_KEYS = ("tick", "op", "actor", "target", "x", "y", "value")
+TEMPERATURE_OP = "temperature"  # the `[` / `]` keys: the policy's sampling temperature from that tick on
+# Ops a session may hold: the engine's commands (sent through VillageSim.command) and the sandbox's own, which
+# change how the policy acts and never reach the engine.
+SESSION_OPS = (*COMMAND_OPS, TEMPERATURE_OP)
+_ENGINE_KEYS = ("actor", "target", "x", "y")  # what only an engine command has
 
 
 class SessionError(ValueError):
@@ -50,7 +59,8 @@ class SessionError(ValueError):
 
 @dataclass(frozen=True)
 class CommandRecord:
-    """One player/raider command, applied by the engine at the start of tick `tick`."""
+    """One player/raider command, applied by the engine at the start of tick `tick`; or, with op "temperature",
+    the policy's new sampling temperature `value` from tick `tick` on (the sandbox applies it, not the engine)."""
 
     tick: int
     op: str
@@ -58,8 +68,11 @@ class CommandRecord:
     target: str | None = None
     x: float = 0.0
     y: float = 0.0
+    value: float | None = None  # op "temperature" only
 
     def as_dict(self) -> dict[str, Any]:
+        if self.op == TEMPERATURE_OP:
+            return {"tick": self.tick, "op": self.op, "value": self.value}
         data: dict[str, Any] = {"tick": self.tick, "op": self.op, "actor": self.actor}
         if self.target is not None:
             data["target"] = self.target
@@ -188,11 +201,15 @@ def _command(item: Any, where: str) -> CommandRecord:
     if tick is None:
         raise SessionError(f"{where}.tick: missing; expected an integer >= 0")
     op = item.get("op")
-    if op not in COMMAND_OPS:
-        raise SessionError(f"{where}.op: expected one of {', '.join(COMMAND_OPS)}, got {op!r}")
+    if op not in SESSION_OPS:
+        raise SessionError(f"{where}.op: expected one of {', '.join(SESSION_OPS)}, got {op!r}")
+    if op == TEMPERATURE_OP:
+        return CommandRecord(tick, op, value=_record_temperature(item, where))
+    if "value" in item:  # refused rather than ignored: a value on an engine command is a mistake worth naming
+        raise SessionError(f"{where}.value: only op {TEMPERATURE_OP!r} takes a value, not {op!r}")
     actor = _opt_str(item, "actor", where, sep=".") or "player"
     target = _opt_str(item, "target", where, sep=".")
-    if op in ("kill", "attack", "gift") and target is None:
+    if op in ("kill", "attack", "gift", "talk") and target is None:
         raise SessionError(f"{where}.target: op {op!r} needs a target name")
     xy = []
     for key in ("x", "y"):
@@ -201,6 +218,25 @@ def _command(item: Any, where: str) -> CommandRecord:
             raise SessionError(f"{where}.{key}: expected a finite number, got {value!r}")
         xy.append(float(value))
     return CommandRecord(tick, op, actor, target, xy[0], xy[1])
+
+
+def _record_temperature(item: dict, where: str) -> float:
+    """A temperature record's `value`; its own keys only, since actor, target, x and y would be silently unused."""
+    from npc_brains.runtime import TEMPERATURE_RANGE, check_temperature
+
+    extra = [key for key in _ENGINE_KEYS if key in item]
+    if extra:
+        raise SessionError(f"{where}.{extra[0]}: op {TEMPERATURE_OP!r} takes only tick and value")
+    if "value" not in item:
+        low, high = TEMPERATURE_RANGE
+        raise SessionError(f"{where}.value: missing; op {TEMPERATURE_OP!r} needs a number from {low:g} to {high:g}")
+    value = item["value"]
+    try:
+        if isinstance(value, bool):  # float(True) is 1: a bool is a typo, not a temperature
+            raise ValueError(f"value: expected a number, got {value!r}")
+        return check_temperature(value, "value")
+    except ValueError as exc:
+        raise SessionError(f"{where}.{exc}") from None
 
 
 def _opt_int(data: dict, key: str, where: str, *, lo: int, sep: str = ": ") -> int | None:

@@ -6,11 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sandbox.model import TEMPERATURE_LADDER
+
 # (keys, what they do): the help overlay and docs/sandbox.md list exactly these.
 HELP: tuple[tuple[str, str], ...] = (
     ("Space", "pause / resume"),
     ("N or .", "advance one tick (pauses)"),
     ("1 / 2 / 3", "speed 1x / 4x / 16x"),
+    ("[ / ]", f"sampling temperature down / up: {', '.join(f'{t:g}' for t in TEMPERATURE_LADDER)} "
+              "(trained policies only)"),
     ("WASD or arrows", "walk the player"),
     ("Right click", "walk the player to that point"),
     ("Left click", "select the NPC under the cursor (empty ground: deselect)"),

@@ -50,8 +50,8 @@ def make_app(village):
 
     apps = []
 
-    def make(policy="scripted", seed: int = 0, world=None, size=(1024, 700)):
-        model = SandboxModel(world or village, policy=policy, seed=seed, scenario="none")
+    def make(policy="scripted", seed: int = 0, world=None, size=(1024, 700), temperature=None):
+        model = SandboxModel(world or village, policy=policy, seed=seed, scenario="none", temperature=temperature)
         app = SandboxApp(model, size=size, headless=True)
         app.draw()  # lays out the map so screen <-> world conversions are valid
         apps.append(app)

@@ -11,7 +11,8 @@ from sandbox.session import CommandRecord, Session, SessionError, load_session, 
 def test_session_round_trip(village, tmp_path, suffix):
     session = Session(
         commands=[CommandRecord(3, "move", "player", None, 12.123456789, 30.5),
-                  CommandRecord(9, "kill", "player", "Alda")],
+                  CommandRecord(9, "kill", "player", "Alda"),
+                  CommandRecord(12, "temperature", value=0.25)],
         seed=7, policy="default", temperature=0.4, scenario="none", slots=4, ticks=20, digest="abc",
         world_ref="village-v1",
         world=village,
@@ -20,6 +21,9 @@ def test_session_round_trip(village, tmp_path, suffix):
     save_session(session, path)
     loaded = load_session(path)
     assert loaded == session  # floats are written exactly: a replay sends the same numbers
+    assert loaded.commands[2].value == 0.25
+    # a temperature record is written with its own keys only (no actor the engine would never see)
+    assert session.commands[2].as_dict() == {"tick": 12, "op": "temperature", "value": 0.25}
 
 
 def test_script_needs_only_commands(tmp_path):
@@ -34,7 +38,19 @@ def test_script_needs_only_commands(tmp_path):
     ('[[commands]]\ntick = 4\nop = "dance"\n', "commands[0].op"),
     ('[[commands]]\ntick = -1\nop = "stop"\n', "commands[0].tick"),
     ('[[commands]]\ntick = 2\nop = "kill"\n', "commands[0].target"),
+    ('[[commands]]\ntick = 2\nop = "talk"\n', "commands[0].target: op 'talk' needs a target name"),
     ('[[commands]]\ntick = 2\nop = "move"\nx = "far"\n', "commands[0].x"),
+    ('[[commands]]\ntick = 2\nop = "temperature"\n', "commands[0].value: missing"),
+    ('[[commands]]\ntick = 2\nop = "temperature"\nvalue = 0\n',
+     "commands[0].value: expected a number from 0.01 to 100"),
+    ('[[commands]]\ntick = 2\nop = "temperature"\nvalue = 1000\n',
+     "commands[0].value: expected a number from 0.01 to 100"),
+    ('[[commands]]\ntick = 2\nop = "temperature"\nvalue = nan\n', "commands[0].value: expected a number"),
+    ('[[commands]]\ntick = 2\nop = "temperature"\nvalue = "hot"\n', "commands[0].value: expected a number"),
+    ('[[commands]]\ntick = 2\nop = "temperature"\nvalue = true\n', "commands[0].value: expected a number"),
+    ('[[commands]]\ntick = 2\nop = "temperature"\nvalue = 0.5\ntarget = "Alda"\n',
+     "commands[0].target: op 'temperature' takes only tick and value"),
+    ('[[commands]]\ntick = 2\nop = "stop"\nvalue = 0.5\n', "commands[0].value: only op 'temperature'"),
     ('seed = "seven"\n', "seed"),
     ('temperature = 0\n', "temperature: expected a number from 0.01 to 100"),
     ('temperature = true\n', "temperature: expected a number"),
