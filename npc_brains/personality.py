@@ -72,8 +72,9 @@ class PersonalityStrength:
     """A trained policy played at personality strength `strength` (module docstring); the `Policy` interface.
 
     Sampling temperature (`temperature`, npc_brains.runtime.set_temperature) applies after the guidance: the
-    wrapped policy itself always plays at 1. Everything a harness reads off a policy (its world, slots, layout,
-    spec) is the wrapped policy's."""
+    wrapped policy itself always plays at 1. `strength` may be changed between calls (the bridge's per-request
+    strength); at 1 a call is the wrapped policy's own, at its temperature, with its own sampling. Everything a
+    harness reads off a policy (its world, slots, layout, spec) is the wrapped policy's."""
 
     def __init__(self, policy: Any, strength: float, *, seed: int | None = 0, name: str = "personality_strength"):
         self.strength = check_personality(strength, name)
@@ -107,6 +108,13 @@ class PersonalityStrength:
 
     def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
             with_values: bool = False) -> PolicyOutput:
+        if self.strength == 1.0:  # the trained policy itself, its own sampling included (a server's default)
+            self.inner.temperature = self.temperature
+            try:
+                return self.inner.act(obs, mask, deterministic=deterministic, with_probs=with_probs,
+                                      with_values=with_values)
+            finally:
+                self.inner.temperature = 1.0
         probs = self.guided_probs(obs, mask)
         if deterministic:
             actions = probs.argmax(1)

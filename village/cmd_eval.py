@@ -63,6 +63,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sample every network (the policy, mappo, random_init) from softmax(logits / T): "
                              "below 1 NPCs follow their preferences more closely, above 1 less; the rules and "
                              "random actions have none (default: 1, as trained)")
+    parser.add_argument("--personality-strength", default=None, metavar="S",
+                        help="play every network's (the policy's, mappo's, random_init's) learned personalities S "
+                             "times as strongly: each NPC's logits move S times as far from those of a neutral "
+                             "villager (every trait 0.5) as the network puts them; 0 to 10 (default: 1, as "
+                             "trained; npc_brains.personality)")
     parser.add_argument("--json", action="store_true",
                         help="end the output with one line of JSON: {policy: {metric: value, ...}, ...}")
     parser.add_argument("--out", metavar="DIR",
@@ -156,6 +161,20 @@ def _set_temperature(policies: list[tuple[str, Any]], temperature: float, notes:
     notes.append(f"the networks sample at temperature {temperature:g}")
 
 
+def _set_personality_strength(policies: list[tuple[str, Any]], strength: str, seed: int,
+                               notes: list[str]) -> list[tuple[str, Any]]:
+    """Every network played at personality `strength`; the main policy must have a learned personality."""
+    from village.cli import personality_flag
+
+    out = []
+    for k, (name, policy) in enumerate(policies):
+        if k == 0 or hasattr(policy, "temperature"):  # the rules and random actions compared have none
+            policy = personality_flag(policy, strength, seed=seed)
+        out.append((name, policy))
+    notes.append(f"the networks play their personalities at strength {float(strength):g}")
+    return out
+
+
 def _override_tuning(policies: list[tuple[str, Any]], flags: list[str]) -> None:
     """Apply `--tuning FIELD=VALUE` flags on top of each policy's own engine tuning."""
     from npc_brains import policy_tuning
@@ -185,6 +204,13 @@ def run(args: argparse.Namespace) -> int:
                             f"or 'none'")
     draws = _int_flag(args.random_init_draws, "--random-init-draws", 1)
     temperature = _temperature_flag(args.temperature, args.deterministic)
+    if args.personality_strength is not None:
+        from npc_brains.personality import check_personality
+
+        try:
+            check_personality(args.personality_strength, "--personality-strength")
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
     if draws > 1 and "random_init" not in compare:
         raise UserError("--random-init-draws: it sets the random_init comparison; expected random_init in --compare")
     scenario_ids = bundled_scenarios() if args.scenarios.strip() == "all" else _items(args.scenarios, "--scenarios")
@@ -218,6 +244,8 @@ def run(args: argparse.Namespace) -> int:
         _override_tuning(policies, args.tuning)
     if temperature is not None:
         _set_temperature(policies, temperature, notes)
+    if args.personality_strength is not None:
+        policies = _set_personality_strength(policies, args.personality_strength, seed, notes)
 
     from npc_brains.evaluate import (
         EvalSpec,
@@ -299,6 +327,8 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
         "config": {"scenarios": scenario_ids, "worlds": world_labels, "seeds": villages, "seed": args.seed,
                    "max_ticks": args.max_ticks, "deterministic": args.deterministic,
                    "temperature": 1.0 if args.temperature is None else float(args.temperature),
+                   "personality_strength": 1.0 if args.personality_strength is None
+                   else float(args.personality_strength),
                    "random_init_draws": int(args.random_init_draws)},
         "wall_seconds": round(wall, 2),
         "notes": list(dict.fromkeys(notes)),

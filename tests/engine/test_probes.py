@@ -151,6 +151,38 @@ def test_the_paired_comparison_samples_a_side_at_its_temperature_as_village_eval
     assert snd_a["diversity"] == pytest.approx(ref["diversity"]) and snd_a["diversity"] > snd_b["diversity"]
 
 
+def test_the_paired_comparison_plays_a_side_at_its_personality_strength_as_village_eval(bench_script, capsys):
+    """`--personality-strength-a 2`: A's rates and SND are `village eval --personality-strength 2`'s."""
+    from npc_brains.personality import with_personality_strength
+
+    bench = bench_script("paired_eval")
+    assert bench.main(["--a", "default", "--b", "default", "--personality-strength-a", "2", "--greedy", "both",
+                       "--worlds", "village-v1", "--scenarios", "kill-parent", "--seeds", "3", "--quiet",
+                       "--json"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["personality_strength_a"] == "2" and out["personality_strength_b"] is None
+    ((_size, rates),) = out["by_size"].items()
+    spec = EvalSpec([load_scenario("kill-parent")], [("village-v1", load_world("village-v1"))], villages=3, seed=0,
+                    deterministic=True)
+    strong = with_personality_strength(load_policy("default", seed=0), 2.0, seed=0)
+    ref = evaluate([("default", strong)], spec)["default"]
+    for rate in INTERVAL_RATES:
+        assert rates[rate]["a"] == ref[rate]
+    ((_size, snd_a),), ((_, snd_b),) = out["diversity"]["a"].items(), out["diversity"]["b"].items()
+    assert snd_a["diversity"] == pytest.approx(ref["diversity"]) and snd_a["diversity"] > snd_b["diversity"]
+
+
+def test_a_probe_plays_the_personality_strength_it_is_given(bench_script, capsys):
+    """Every probe takes --personality-strength (the probes' shared flags): the diversity probe's SND rises with it."""
+    bench = bench_script("diversity_probe")
+    snd = []
+    for flags in ([], ["--personality-strength", "2"]):
+        assert bench.main(["--world", "village-v1", "--scenarios", "kill-parent", "--villages", "2", "--quiet",
+                           "--json", *flags]) == 0
+        snd.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1])["snd"])
+    assert snd[1] > snd[0]
+
+
 def test_policies_are_chosen_on_worlds_the_sweep_does_not_hold_out(bench_script):
     """paired_eval --worlds validation: the sweep's sizes, on generator seeds below the held-out range, so choosing
     a candidate there leaves the sweep's worlds unseen."""
@@ -224,6 +256,11 @@ def test_the_what_if_probe_can_play_the_training_scenario(bench_script):
     ("paired_eval", ["--a", "default", "--temperature-a", "0"], "--temperature-a: expected a number"),
     ("paired_eval", ["--a", "scripted", "--temperature-a", "0.5"], "--temperature-a: scripted has no learned"),
     ("paired_eval", ["--a", "default", "--temperature-b", "0.5", "--greedy", "both"], "--temperature-b: --greedy"),
+    ("paired_eval", ["--a", "scripted", "--personality-strength-a", "2"],
+     "--personality-strength-a: scripted has no learned personality"),
+    ("paired_eval", ["--a", "default", "--personality-strength-b", "-1"], "--personality-strength-b: expected"),
+    ("mourning_gaps", ["--personality-strength", "12"], "--personality-strength: expected a number from 0 to 10"),
+    ("flight_probe", ["--policy", "scripted", "--personality-strength", "2"], "scripted has no learned personality"),
     ("mourning_gaps", ["--greedy", "--villages", "0"], "--villages"),
     ("news_channels", ["--villages", "0"], "--villages"),
     ("chain_anatomy", ["--world", "no-such-world"], "no-such-world"),

@@ -165,6 +165,26 @@ def test_temperature_samples_every_network_alike_and_is_recorded(tmp_path: Path,
     assert sharp["scripted"]["held_out_by_size"]["12"] == plain["scripted"]["held_out_by_size"]["12"]
 
 
+def test_personality_strength_plays_every_network_alike_and_is_recorded(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """--personality-strength S: the policy and its untrained twin play their personalities at S, the rules do
+    not; results.json keeps S."""
+    argv = ["eval", "--policy", "default", "--scenarios", "kill-parent", "--worlds", "generated:12:10000",
+            "--seeds", "2", "--max-ticks", "40", "--compare", "random_init,scripted", "--quiet", "--json",
+            "--deterministic"]
+    assert call([*argv, "--personality-strength", "2.5", "--out", str(tmp_path)]) == 0
+    captured = capsys.readouterr()
+    strong = last_json(captured.out)
+    assert "note: the networks play their personalities at strength 2.5" in captured.out
+    assert json.loads((tmp_path / "results.json").read_text())["config"]["personality_strength"] == 2.5
+    assert call(argv) == 0
+    plain = last_json(capsys.readouterr().out)
+    for name in ("default", "random_init"):
+        mine, trained = strong[name]["held_out_by_size"]["12"], plain[name]["held_out_by_size"]["12"]
+        assert mine["diversity"] > trained["diversity"]  # the personalities probed are further apart
+    assert strong["scripted"]["held_out_by_size"]["12"] == plain["scripted"]["held_out_by_size"]["12"]
+
+
 def _actor_state(net: dict) -> dict:
     """A fresh actor's weights under checkpoint keys (what a trained policy file holds)."""
     import torch
@@ -194,6 +214,9 @@ def _actor_state(net: dict) -> dict:
     (["--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
     (["--temperature", "0.5", "--deterministic"], "--temperature: it sets how sharply policies sample"),
     (["--temperature", "0.5"], "--temperature: scripted has no learned probabilities to sharpen"),
+    (["--personality-strength", "11"], "--personality-strength: expected a number from 0 to 10"),
+    (["--personality-strength", "much"], "--personality-strength: expected a number from 0 to 10"),
+    (["--personality-strength", "2"], "--personality-strength: scripted has no learned personality"),
     (["--tuning", "nope=1"], "--tuning: unknown engine field 'nope'"),
     (["--tuning", "rumour_error=abc"], "--tuning rumour_error: expected a number or true/false"),
     (["--tuning", "rumour_error"], "--tuning: expected FIELD=VALUE"),
