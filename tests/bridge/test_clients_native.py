@@ -39,6 +39,11 @@ def _check_transcript(out: str, n_actions_expected: int = 29) -> None:
     actions = [int(a) for a in act.split("actions=")[1].split(",")]
     assert rows == 16 and len(actions) == 16 and all(0 <= a < n_actions_expected for a in actions)
     assert "temperature error code=bad_request" in lines  # the field reached the server, which serves the rules
+    # the field reached the server, which refused it for the rules' want of a learned personality
+    strength = next(line for line in lines if line.startswith("personality_strength "))
+    assert strength.startswith("personality_strength error code=bad_request message=personality_strength: the served "
+                               "policy scripted has no learned personality"), strength
+    assert "session personality_strength error code=bad_request" in lines  # and so did session creation's
     assert any(line.startswith("session id=") and "npcs=12 actors=3" in line for line in lines)
     assert "event death number=1 victim=Alda" in lines
     assert "step tick=1 event=death number=1 actor=player target=Alda" in lines

@@ -67,7 +67,9 @@ def test_addon_in_headless_godot(ws_server, tmp_path):
     failed = re.findall(r"^FAIL .*$", text, re.M)
     assert not failed and "DONE failures=0" in text and out.returncode == 0, "\n".join(failed) + text[-3000:]
     for needle in ("OK hello: protocol 1", "OK act(16)", "OK act at temperature 0.5", "OK act at temperature 0 is a",
-                   "mourns, target Alda", "seeks revenge, target player"):
+                   "OK act at personality strength 2", "OK act at personality strength 11 is a",
+                   "OK session.create at personality strength 11 is a", "mourns, target Alda",
+                   "seeks revenge, target player"):
         assert needle in text, needle
     bench = re.search(r"^BENCH godot_act16_us .*$", text, re.M)
     assert bench, text[-2000:]

@@ -11,6 +11,9 @@
 #include <iostream>
 #include <sstream>
 
+// The server's message of an error reply (what() is "code: message").
+static std::string message(const village_bridge::Error& e) { return std::string(e.what()).substr(e.code.size() + 2); }
+
 int main(int argc, char** argv) {
     if (argc < 3) {
         std::cerr << "usage: " << argv[0] << " ENDPOINT WORLD.toml\n";
@@ -36,10 +39,22 @@ int main(int argc, char** argv) {
         } catch (const village_bridge::Error& e) {
             std::cout << "temperature error code=" << e.code << "\n";
         }
+        try {  // a request's own personality strength (the scripted rules have no learned personality)
+            bridge.act(obs, rows, info.obs_dim, &mask, info.n_actions, false, std::nullopt, 2.0);
+            std::cout << "personality_strength accepted\n";
+        } catch (const village_bridge::Error& e) {
+            std::cout << "personality_strength error code=" << e.code << " message=" << message(e) << "\n";
+        }
 
         std::ifstream file(argv[2]);
         std::stringstream toml;
         toml << file.rdbuf();
+        try {  // a session's own personality strength: refused alike, and nothing is made of the refused create
+            bridge.session_create_world(toml.str(), 0, std::nullopt, 2.0);
+            std::cout << "session personality_strength accepted\n";
+        } catch (const village_bridge::Error& e) {
+            std::cout << "session personality_strength error code=" << e.code << "\n";
+        }
         const std::string session = bridge.session_create_world(toml.str(), 0);
         std::cout << "session id=" << session << " npcs=" << bridge.npcs().size()
                   << " actors=" << bridge.actors().size() << "\n";

@@ -202,14 +202,18 @@ public:
     }
 
     // Stateless batched query: obs (rows x obs_dim) float32, optional mask (rows x n_actions) 0/1; temperature:
-    // sample from softmax(logits / T) instead of the server's temperature (not with deterministic).
+    // sample from softmax(logits / T) instead of the server's temperature (not with deterministic);
+    // personality_strength: play each NPC's learned personality S times as strongly (0 to 10, 1 as trained)
+    // instead of the server's strength.
     std::vector<int32_t> act(const std::vector<float>& obs, uint32_t rows, uint32_t obs_dim,
                              const std::vector<uint8_t>* mask = nullptr, uint32_t n_actions = 0,
-                             bool deterministic = false, std::optional<double> temperature = std::nullopt) {
+                             bool deterministic = false, std::optional<double> temperature = std::nullopt,
+                             std::optional<double> personality_strength = std::nullopt) {
         if (obs.size() != static_cast<size_t>(rows) * obs_dim) throw Error("bad_request", "obs size != rows*obs_dim");
         if (mask && mask->size() != static_cast<size_t>(rows) * n_actions)
             throw Error("bad_request", "mask size != rows*n_actions");
-        const uint32_t n = 1 + (mask ? 1 : 0) + (deterministic ? 1 : 0) + (temperature ? 1 : 0);
+        const uint32_t n = 1 + (mask ? 1 : 0) + (deterministic ? 1 : 0) + (temperature ? 1 : 0) +
+                           (personality_strength ? 1 : 0);
         auto r = request("act", n, [&](Packer& pk) {
             pk.pack(std::string("obs"));
             pack_array(pk, "float32", obs.data(), {rows, obs_dim});
@@ -225,15 +229,22 @@ public:
                 pk.pack(std::string("temperature"));
                 pk.pack(*temperature);
             }
+            if (personality_strength) {
+                pk.pack(std::string("personality_strength"));
+                pk.pack(*personality_strength);
+            }
         });
         return unpack_array<int32_t>(at(r.get(), "actions"));
     }
 
     // A session from a world file's TOML text; returns the session id. temperature: its NPCs sample from
-    // softmax(logits / T) instead of the server's temperature.
+    // softmax(logits / T) instead of the server's temperature; personality_strength: they play their learned
+    // personalities S times as strongly (0 to 10, 1 as trained) instead of at the server's strength.
     std::string session_create_world(const std::string& toml, std::optional<int64_t> seed = std::nullopt,
-                                     std::optional<double> temperature = std::nullopt) {
-        auto r = request("session.create", 1 + (seed ? 1 : 0) + (temperature ? 1 : 0), [&](Packer& pk) {
+                                     std::optional<double> temperature = std::nullopt,
+                                     std::optional<double> personality_strength = std::nullopt) {
+        const uint32_t n = 1 + (seed ? 1 : 0) + (temperature ? 1 : 0) + (personality_strength ? 1 : 0);
+        auto r = request("session.create", n, [&](Packer& pk) {
             pk.pack(std::string("world"));
             pk.pack(toml);
             if (seed) {
@@ -243,6 +254,10 @@ public:
             if (temperature) {
                 pk.pack(std::string("temperature"));
                 pk.pack(*temperature);
+            }
+            if (personality_strength) {
+                pk.pack(std::string("personality_strength"));
+                pk.pack(*personality_strength);
             }
         });
         const auto& o = r.get();

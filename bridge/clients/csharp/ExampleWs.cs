@@ -34,8 +34,25 @@ static class ExampleWs
                     Console.WriteLine("temperature accepted");
                 }
                 catch (BridgeError e) { Console.WriteLine($"temperature error code={e.Code}"); }
+                try  // a request's own personality strength (the scripted rules have no learned personality)
+                {
+                    bridge.Act(new float[rows * obsDim], rows, obsDim, mask, nActions, false, personalityStrength: 2);
+                    Console.WriteLine("personality_strength accepted");
+                }
+                catch (BridgeError e)
+                {
+                    // Message is "code: message"
+                    Console.WriteLine($"personality_strength error code={e.Code} message={e.Message.Substring(e.Code.Length + 2)}");
+                }
 
-                string session = bridge.SessionCreate(File.ReadAllText(args[1]));
+                string world = File.ReadAllText(args[1]);
+                try  // a session's own personality strength: refused alike, and nothing is made of the refused create
+                {
+                    bridge.SessionCreate(world, personalityStrength: 2);
+                    Console.WriteLine("session personality_strength accepted");
+                }
+                catch (BridgeError e) { Console.WriteLine($"session personality_strength error code={e.Code}"); }
+                string session = bridge.SessionCreate(world);
                 Console.WriteLine($"session id={session} npcs={bridge.Npcs.Count} actors={bridge.Actors.Count}");
                 string victim = bridge.Npcs[0];
                 long death = bridge.SessionEvent(session, "death", "player", victim);

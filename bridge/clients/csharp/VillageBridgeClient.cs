@@ -137,23 +137,29 @@ namespace Village.Bridge
             Request("hello", new Dictionary<string, object> { ["client"] = client });
 
         /// obs: rows*obsDim floats; mask: rows*nActions bytes (0/1) or null; temperature: sample from
-        /// softmax(logits / T) instead of the server's temperature (null: the server's; not with deterministic).
+        /// softmax(logits / T) instead of the server's temperature (null: the server's; not with deterministic);
+        /// personalityStrength: play each NPC's learned personality S times as strongly (0 to 10, 1 as trained;
+        /// null: the server's strength).
         public int[] Act(float[] obs, int rows, int obsDim, byte[] mask = null, int nActions = 0, bool deterministic = false,
-                         double? temperature = null)
+                         double? temperature = null, double? personalityStrength = null)
         {
             var fields = new Dictionary<string, object> { ["obs"] = EncodeArray(obs, "float32", rows, obsDim) };
             if (mask != null) fields["mask"] = EncodeArray(mask, "uint8", rows, nActions);
             if (deterministic) fields["deterministic"] = true;
             if (temperature.HasValue) fields["temperature"] = temperature.Value;
+            if (personalityStrength.HasValue) fields["personality_strength"] = personalityStrength.Value;
             return DecodeInt32(Request("act", fields)["actions"]);
         }
 
         /// A session from a world file's TOML text; returns the session id. temperature: its NPCs sample from
-        /// softmax(logits / T) (null: the server's temperature).
-        public string SessionCreate(string worldToml, long seed = 0, double? temperature = null)
+        /// softmax(logits / T) (null: the server's temperature); personalityStrength: they play their learned
+        /// personalities S times as strongly (0 to 10, 1 as trained; null: the server's strength).
+        public string SessionCreate(string worldToml, long seed = 0, double? temperature = null,
+                                    double? personalityStrength = null)
         {
             var fields = new Dictionary<string, object> { ["world"] = worldToml, ["seed"] = seed };
             if (temperature.HasValue) fields["temperature"] = temperature.Value;
+            if (personalityStrength.HasValue) fields["personality_strength"] = personalityStrength.Value;
             return (string)Request("session.create", fields)["session"];
         }
 

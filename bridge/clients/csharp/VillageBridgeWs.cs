@@ -154,22 +154,29 @@ namespace VillageBridge
             return info;
         }
 
-        /// temperature: sample from softmax(logits / T) instead of the server's temperature (null: the server's).
+        /// temperature: sample from softmax(logits / T) instead of the server's temperature (null: the server's);
+        /// personalityStrength: play each NPC's learned personality S times as strongly (0 to 10, 1 as trained;
+        /// null: the server's strength).
         public int[] Act(float[] obs, int rows, int obsDim, byte[] mask = null, int nActions = 0, bool deterministic = false,
-                         double? temperature = null)
+                         double? temperature = null, double? personalityStrength = null)
         {
             var fields = new Dictionary<string, object> { ["obs"] = EncodeArray(obs, "float32", rows, obsDim) };
             if (mask != null) fields["mask"] = EncodeArray(mask, "uint8", rows, nActions);
             if (deterministic) fields["deterministic"] = true;
             if (temperature.HasValue) fields["temperature"] = temperature.Value;
+            if (personalityStrength.HasValue) fields["personality_strength"] = personalityStrength.Value;
             return DecodeInt32(Request("act", fields)["actions"]);
         }
 
-        /// temperature: the session's NPCs sample from softmax(logits / T) (null: the server's temperature).
-        public string SessionCreate(string worldToml, long seed = 0, bool deterministic = false, double? temperature = null)
+        /// temperature: the session's NPCs sample from softmax(logits / T) (null: the server's temperature);
+        /// personalityStrength: they play their learned personalities S times as strongly (0 to 10, 1 as trained;
+        /// null: the server's strength).
+        public string SessionCreate(string worldToml, long seed = 0, bool deterministic = false, double? temperature = null,
+                                    double? personalityStrength = null)
         {
             var fields = new Dictionary<string, object> { ["world"] = worldToml, ["seed"] = seed, ["deterministic"] = deterministic };
             if (temperature.HasValue) fields["temperature"] = temperature.Value;
+            if (personalityStrength.HasValue) fields["personality_strength"] = personalityStrength.Value;
             var reply = Request("session.create", fields);
             Npcs = ((List<object>)reply["npcs"]).ConvertAll(o => (string)o);
             Actors = ((List<object>)reply["actors"]).ConvertAll(o => (string)o);

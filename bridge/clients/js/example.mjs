@@ -31,8 +31,23 @@ try {
     if (!(e instanceof BridgeError)) throw e;
     console.log(`temperature error code=${e.code}`);
   }
+  try {  // a request's own personality strength (the scripted rules have no learned personality)
+    await bridge.act(obs, rows, info.obs_dim, { mask, nActions: info.n_actions, personalityStrength: 2 });
+    console.log("personality_strength accepted");
+  } catch (e) {
+    if (!(e instanceof BridgeError)) throw e;
+    console.log(`personality_strength error code=${e.code} message=${e.detail}`);
+  }
 
-  const created = await bridge.sessionCreate({ world: readFileSync(worldPath, "utf8"), seed: 0 });
+  const world = readFileSync(worldPath, "utf8");
+  try {  // a session's own personality strength: refused alike, and nothing is made of the refused create
+    await bridge.sessionCreate({ world, seed: 0, personalityStrength: 2 });
+    console.log("session personality_strength accepted");
+  } catch (e) {
+    if (!(e instanceof BridgeError)) throw e;
+    console.log(`session personality_strength error code=${e.code}`);
+  }
+  const created = await bridge.sessionCreate({ world, seed: 0 });
   console.log(`session id=${created.session} npcs=${created.npcs.length} actors=${created.actors.length}`);
   const victim = created.npcs[0];
   const { event } = await bridge.sessionEvent(created.session, "death", { actor: "player", target: victim });

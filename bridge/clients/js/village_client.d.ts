@@ -32,6 +32,7 @@ export interface Hello {
   ops: string[];
   limits: Record<string, number>;
   temperature: number;
+  personality_strength: number;
 }
 
 export interface Reaction {
@@ -63,11 +64,12 @@ export class VillageBridgeClient {
   hello(client?: string): Promise<Hello>;
   act(obs: Float32Array, rows: number, obsDim: number, options?: {
     mask?: Uint8Array | null; nActions?: number; deterministic?: boolean; withProbs?: boolean; temperature?: number | null;
+    personalityStrength?: number | null;
   }): Promise<{ actions: Int32Array; probs: Float32Array | null; policy: string }>;
   sessionCreate(options: {
     world?: string; npcs?: Record<string, unknown>[]; relationships?: Record<string, unknown>[];
     actors?: Record<string, unknown>[]; width?: number; height?: number; sight_radius?: number; seed?: number;
-    deterministic?: boolean; temperature?: number;
+    deterministic?: boolean; temperature?: number; personalityStrength?: number | null;
   }): Promise<{ session: string; npcs: string[]; actors: string[]; tick: number }>;
   sessionEvent(session: string, type: "death" | "attack" | "gift" | "talk", options: {
     actor?: string | number | null; target: string | number; position?: [number, number] | null;

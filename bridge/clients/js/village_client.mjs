@@ -109,18 +109,26 @@ export class VillageBridgeClient {
   async hello(client = "village-bridge-js") { return this.request("hello", { client }); }
 
   /** obs: Float32Array of rows*obsDim; mask: Uint8Array of rows*nActions (optional); temperature: sample from
-   * softmax(logits / T) instead of the server's temperature (optional, not with deterministic). */
-  async act(obs, rows, obsDim, { mask = null, nActions = 0, deterministic = false, withProbs = false, temperature = null } = {}) {
+   * softmax(logits / T) instead of the server's temperature (optional, not with deterministic); personalityStrength:
+   * play each NPC's learned personality S times as strongly (0 to 10, 1 as trained) instead of the server's. */
+  async act(obs, rows, obsDim, { mask = null, nActions = 0, deterministic = false, withProbs = false, temperature = null,
+                                 personalityStrength = null } = {}) {
     const fields = { obs: encodeArray(obs, [rows, obsDim], "float32") };
     if (mask) fields.mask = encodeArray(mask, [rows, nActions], "uint8");
     if (deterministic) fields.deterministic = true;
     if (withProbs) fields.with_probs = true;
     if (temperature !== null) fields.temperature = temperature;
+    if (personalityStrength !== null) fields.personality_strength = personalityStrength;
     const result = await this.request("act", fields);
     return { actions: decodeArray(result.actions).data, probs: result.probs ? decodeArray(result.probs).data : null, policy: result.policy };
   }
 
-  async sessionCreate(options) { return this.request("session.create", options); }
+  /** options: session.create's fields as the protocol names them, but personalityStrength (sent as
+   * personality_strength): its NPCs play their learned personalities S times as strongly (0 to 10, 1 as trained). */
+  async sessionCreate({ personalityStrength = null, ...options }) {
+    if (personalityStrength !== null) options.personality_strength = personalityStrength;
+    return this.request("session.create", options);
+  }
 
   async sessionEvent(session, type, { actor = null, target, position = null, witnesses = null } = {}) {
     return this.request("session.event", { session, type, actor, target, position, witnesses });

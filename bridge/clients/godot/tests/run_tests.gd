@@ -157,6 +157,11 @@ func _run() -> void:
 	check(reply.ok and MsgPack.read_array(reply.get("actions")).size() == 16, "act at temperature 0.5")
 	reply = yield(call_op(bridge.act(obs, 16, null, false, 0)), "completed")
 	check(not reply.ok and reply.error.code == "bad_request", "act at temperature 0 is a bad_request")
+	# a request's own personality strength: the trained policy plays its personalities at it; 0 to 10 is the range
+	reply = yield(call_op(bridge.act(obs, 16, null, false, null, 2)), "completed")
+	check(reply.ok and MsgPack.read_array(reply.get("actions")).size() == 16, "act at personality strength 2")
+	reply = yield(call_op(bridge.act(obs, 16, null, false, null, 11)), "completed")
+	check(not reply.ok and reply.error.code == "bad_request", "act at personality strength 11 is a bad_request")
 	var n = int(OS.get_environment("VILLAGE_BENCH_N")) if OS.get_environment("VILLAGE_BENCH_N") != "" else 200
 	var times = []
 	for _i in range(n):
@@ -173,6 +178,8 @@ func _run() -> void:
 	f.open(OS.get_environment("VILLAGE_WORLD"), File.READ)
 	var world = f.get_as_text()
 	f.close()
+	reply = yield(call_op(bridge.session_create(world, 1, true, null, 11)), "completed")
+	check(not reply.ok and reply.error.code == "bad_request", "session.create at personality strength 11 is a bad_request")
 	id = bridge.session_create(world, 1, true)
 	reply = yield(call_op(id), "completed")
 	check(reply.ok and reply.npcs.size() == 12, "session.create: %d NPCs, actors %s" % [reply.get("npcs", []).size(), str(reply.get("actors"))])

@@ -164,8 +164,11 @@ func _send(op: String, fields: Dictionary) -> int:
 
 
 # rows x obs_dim observations (row-major, float32); mask: optional Array of bools, rows x n_actions;
-# temperature: sample from softmax(logits / T) instead of the server's temperature (null: the server's)
-func act(obs: PoolRealArray, rows: int, mask = null, deterministic = false, temperature = null) -> int:
+# temperature: sample from softmax(logits / T) instead of the server's temperature (null: the server's);
+# personality_strength: play each NPC's learned personality S times as strongly (0 to 10, 1 as trained; null: the
+# server's strength)
+func act(obs: PoolRealArray, rows: int, mask = null, deterministic = false, temperature = null,
+		personality_strength = null) -> int:
 	var fields = {"obs": MsgPack.f32_array(obs, [rows, obs.size() / max(rows, 1)])}
 	if mask != null:
 		fields["mask"] = MsgPack.bool_array(mask, [rows, mask.size() / max(rows, 1)])
@@ -173,14 +176,21 @@ func act(obs: PoolRealArray, rows: int, mask = null, deterministic = false, temp
 		fields["deterministic"] = true
 	if temperature != null:
 		fields["temperature"] = float(temperature)
+	if personality_strength != null:
+		fields["personality_strength"] = float(personality_strength)
 	return _send("act", fields)
 
 
-# temperature: the session's NPCs sample from softmax(logits / T) (null: the server's temperature)
-func session_create(world_toml: String, world_seed = 0, deterministic = false, temperature = null) -> int:
+# temperature: the session's NPCs sample from softmax(logits / T) (null: the server's temperature);
+# personality_strength: they play their learned personalities S times as strongly (0 to 10, 1 as trained; null: the
+# server's strength)
+func session_create(world_toml: String, world_seed = 0, deterministic = false, temperature = null,
+		personality_strength = null) -> int:
 	var fields = {"world": world_toml, "seed": world_seed, "deterministic": deterministic}
 	if temperature != null:
 		fields["temperature"] = float(temperature)
+	if personality_strength != null:
+		fields["personality_strength"] = float(personality_strength)
 	return _send("session.create", fields)
 
 
