@@ -90,9 +90,9 @@ class AsyncBridgeClient(_Ops):
         return await self.request("hello", client=client)
 
     async def act(self, obs: np.ndarray, mask: np.ndarray | None = None, *, deterministic: bool = False,
-                  with_probs: bool = False, temperature: float | None = None
-                  ) -> tuple[np.ndarray, np.ndarray | None]:
-        fields = self._act_fields(obs, mask, deterministic, with_probs, temperature)
+                  with_probs: bool = False, temperature: float | None = None,
+                  personality_strength: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+        fields = self._act_fields(obs, mask, deterministic, with_probs, temperature, personality_strength)
         result = decode_arrays(await self.request("act", **fields), "actions", "probs")
         return result["actions"], result.get("probs")
 

@@ -33,6 +33,7 @@ class Item:
     session: Session | None = None
     cache_key: str | None = None
     temperature: float | None = None  # the request's or its session's sampling temperature; None: the policy's
+    personality_strength: float | None = None  # the request's or its session's; None: the policy's
 
 
 class Batcher:
@@ -101,33 +102,38 @@ class Batcher:
 
     @staticmethod
     def forward(policy: Policy, items: list[Item], log: Any) -> dict[int, Any]:
-        """One policy forward per group of the same play (sampled at one temperature, or deterministic);
-        position in items -> (actions, probs) or an exception."""
+        """One policy forward per group of the same play (deterministic or sampled at one temperature, at one
+        personality strength); position in items -> (actions, probs) or an exception."""
         results: dict[int, Any] = {}
         if len(items) == 1:
-            _forward_at(policy, items, [0], items[0].deterministic, items[0].temperature, results, log)
+            it = items[0]
+            _forward_at(policy, items, [0], it.deterministic, it.temperature, it.personality_strength, results, log)
             return results
-        groups: dict[tuple[bool, float | None], list[int]] = {}
+        groups: dict[tuple[bool, float | None, float | None], list[int]] = {}
         for k, it in enumerate(items):
-            groups.setdefault((it.deterministic, it.temperature), []).append(k)
-        for (det, temperature), group in groups.items():
-            _forward_at(policy, items, group, det, temperature, results, log)
+            groups.setdefault((it.deterministic, it.temperature, it.personality_strength), []).append(k)
+        for (det, temperature, strength), group in groups.items():
+            _forward_at(policy, items, group, det, temperature, strength, results, log)
         return results
 
 
 def _forward_at(policy: Policy, items: list[Item], group: list[int], det: bool, temperature: float | None,
-                results: dict[int, Any], log: Any) -> None:
-    """_forward with the policy sampling at `temperature` for this group (None, or a policy without learned
-    probabilities: as it is), and at its own again after."""
-    own = getattr(policy, "temperature", None)
-    if temperature is None or own is None or temperature == own:
+                strength: float | None, results: dict[int, Any], log: Any) -> None:
+    """_forward with the policy at `temperature` and personality `strength` for this group (None, or a policy
+    without them: as it is), and at its own again after."""
+    changes = {name: value for name, value in (("temperature", temperature), ("strength", strength))
+               if value is not None and getattr(policy, name, None) not in (None, value)}
+    if not changes:
         _forward(policy, items, group, det, results, log)
         return
-    policy.temperature = temperature  # type: ignore[attr-defined]
+    own = {name: getattr(policy, name) for name in changes}
+    for name, value in changes.items():
+        setattr(policy, name, value)
     try:
         _forward(policy, items, group, det, results, log)
     finally:
-        policy.temperature = own  # type: ignore[attr-defined]
+        for name, value in own.items():
+            setattr(policy, name, value)
 
 
 def _forward(policy: Policy, items: list[Item], group: list[int], det: bool, results: dict[int, Any],

@@ -110,7 +110,8 @@ class _Ops:
 
     @staticmethod
     def _act_fields(obs: np.ndarray, mask: np.ndarray | None, deterministic: bool, with_probs: bool,
-                    temperature: float | None = None) -> dict[str, Any]:
+                    temperature: float | None = None, personality_strength: float | None = None
+                    ) -> dict[str, Any]:
         fields: dict[str, Any] = {"obs": np.ascontiguousarray(obs, np.float32)}
         if mask is not None:
             fields["mask"] = np.ascontiguousarray(mask, bool)
@@ -120,6 +121,8 @@ class _Ops:
             fields["with_probs"] = True
         if temperature is not None:
             fields["temperature"] = float(temperature)
+        if personality_strength is not None:
+            fields["personality_strength"] = float(personality_strength)
         return fields
 
     @staticmethod
@@ -196,11 +199,13 @@ class BridgeClient(_Ops):
         return self.request("hello", client=client)
 
     def act(self, obs: np.ndarray, mask: np.ndarray | None = None, *, deterministic: bool = False,
-            with_probs: bool = False, temperature: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+            with_probs: bool = False, temperature: float | None = None,
+            personality_strength: float | None = None) -> tuple[np.ndarray, np.ndarray | None]:
         """(actions (R,) int32, probs (R, A) float32 or None); `temperature`: sample from softmax(logits / T)
-        instead of the server's temperature."""
+        instead of the server's temperature; `personality_strength`: play each NPC's learned personality that
+        many times as strongly instead of the server's strength."""
         result = decode_arrays(self.request("act", **self._act_fields(obs, mask, deterministic, with_probs,
-                                                                      temperature)),
+                                                                      temperature, personality_strength)),
                                "actions", "probs")
         return result["actions"], result.get("probs")
 

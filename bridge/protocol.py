@@ -22,7 +22,7 @@ import msgpack
 import numpy as np
 
 PROTOCOL_VERSION = 1  # the major version: "v" in every message; bumped on any incompatible change
-PROTOCOL_MINOR = 2  # additive changes (new ops, new optional fields); reported by hello
+PROTOCOL_MINOR = 3  # additive changes (new ops, new optional fields); reported by hello
 
 # ---------------------------------------------------------------------------------------------- errors
 
@@ -172,6 +172,8 @@ OPS: dict[str, OpSpec] = {
                 F("limits", "map", True, "the bounds in force (see Limits)"),
                 F("temperature", "float", True, "the sampling temperature of requests that name none "
                   "(village serve --temperature; 1: as trained)"),
+                F("personality_strength", "float", True, "the personality strength of requests that name none "
+                  "(village serve --personality-strength; 1: as trained)"),
             ),
         ),
         OpSpec(
@@ -183,6 +185,9 @@ OPS: dict[str, OpSpec] = {
                 F("deterministic", "bool", False, "take the most likely action (default false)"),
                 F("temperature", "float", False, "sample from softmax(logits / T), T from 0.01 to 100; lower "
                   "follows the policy's preferences more closely (default: the server's temperature)"),
+                F("personality_strength", "float", False, "play each NPC's learned personality S times as "
+                  "strongly, S from 0 to 10: its logits move S times as far from a neutral villager's (every trait "
+                  "0.5) as the network puts them (default: the server's strength)"),
                 F("with_probs", "bool", False, "also return the action probabilities (at that temperature) "
                   "(default false)"),
             ),
@@ -208,6 +213,8 @@ OPS: dict[str, OpSpec] = {
                 F("temperature", "float", False, "its NPCs sample from softmax(logits / T), T from 0.01 to 100; "
                   "lower follows the policy's preferences more closely (default: the server's temperature; not "
                   "with deterministic)"),
+                F("personality_strength", "float", False, "its NPCs play their learned personalities S times as "
+                  "strongly, S from 0 to 10 (default: the server's strength)"),
             ),
             reply=(
                 F("session", "str", True, "the session id"),

@@ -170,7 +170,8 @@ class BridgeServer:
                                      "ws": self.ws_endpoint, "policy": self.policy_name,
                                      "curve": cfg.curve_secret is not None, "sessions_restored": restored,
                                      "protocol": P.PROTOCOL_VERSION, "batch_delay_us": cfg.batch_delay_us,
-                                     "backend": cfg.backend, "temperature": cfg.temperature})
+                                     "backend": cfg.backend, "temperature": cfg.temperature,
+                                     "personality_strength": cfg.personality_strength})
         return self.endpoint or self.ws_endpoint
 
     def _bind_zmq(self, sock: zmq.Socket) -> None:

@@ -31,6 +31,7 @@ from bridge.batcher import Batcher, Item
 from bridge.policies import BASELINE_NAMES, POLICY_NAMES, PolicyLoadError, layout, load_policy, policy_tuning, probe
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
+from npc_brains.personality import PersonalityStrength, check_personality, guidable
 from npc_brains.policy_api import Policy
 from npc_brains.runtime import check_temperature, set_temperature
 from worlds import WorldError
@@ -75,6 +76,7 @@ class ServerConfig:
     ws_max_connections: int = 256
     backend: str = "numpy"  # how the policy's forward runs: numpy/torch as loaded, or onnx (onnxruntime)
     temperature: float = 1.0  # sampling temperature of requests and sessions that name none (1: as trained)
+    personality_strength: float = 1.0  # personality strength of requests and sessions that name none (1: trained)
 
 
 def _package_version() -> str:
@@ -174,6 +176,7 @@ class BridgeService:
                 raise ConfigError(f"--policy: {exc}") from None
         try:
             self._temper(policy)
+            policy = self._personalise(policy)
         except PolicyLoadError as exc:
             raise ConfigError(str(exc)) from None
         self.policy: Policy = policy
@@ -225,6 +228,35 @@ class BridgeService:
             set_temperature(policy, self.config.temperature, "--temperature")
         except ValueError as exc:
             raise PolicyLoadError(str(exc)) from None
+
+    def _personalise(self, policy: Policy) -> Policy:
+        """The policy as served: wrapped so that requests may name a personality strength, at the server's (at 1
+        it plays as the policy itself). One without a learned personality (the rules, random actions) is served as
+        it is, at strength 1 only (PolicyLoadError otherwise)."""
+        if isinstance(policy, PersonalityStrength):  # handed over already wrapped: at the server's strength
+            policy.strength = self.config.personality_strength
+            return policy
+        try:
+            guidable(policy, "--personality-strength")
+        except ValueError as exc:
+            if self.config.personality_strength != 1.0:
+                raise PolicyLoadError(str(exc)) from None
+            return policy
+        return PersonalityStrength(policy, self.config.personality_strength, seed=self.config.seed)
+
+    def request_strength(self, fields: dict[str, Any]) -> float | None:
+        """A request's `personality_strength` field, checked: None when it names none."""
+        value = fields.get("personality_strength")
+        if value is None:
+            return None
+        try:
+            s = check_personality(value)
+        except ValueError as exc:
+            raise P.ProtocolError("bad_request", str(exc)) from None
+        if not isinstance(self.policy, PersonalityStrength):
+            raise P.ProtocolError("bad_request", f"personality_strength: the served policy {self.policy_name} has "
+                                  "no learned personality to play more or less strongly")
+        return s
 
     def request_temperature(self, fields: dict[str, Any]) -> float | None:
         """A request's `temperature` field, checked: None when it names none."""
@@ -314,6 +346,7 @@ class BridgeService:
             "action_names": self.action_names, "reaction_names": list(REACTION_NAMES),
             "event_types": list(P.EVENT_TYPES), "ops": list(P.OPS), "limits": self.limits.as_dict(),
             "temperature": float(getattr(self.policy, "temperature", 1.0)),
+            "personality_strength": float(getattr(self.policy, "strength", 1.0)),
         }
 
     def _op_stats(self, req: P.Request | None, *_: Any) -> dict[str, Any]:
@@ -355,6 +388,7 @@ class BridgeService:
         if key is None:
             return None
         self.request_temperature(req.fields)  # checked before a session is made of it
+        self.request_strength(req.fields)
         session = self.store.create(req.fields)
         self.store.save(session)
         log.info("session_created", extra={"id": req.id, "session": session.id, "npcs": session.N,
@@ -407,7 +441,7 @@ class BridgeService:
                 policy = self.loader(spec)
                 probe(policy, self.config.slots)
                 self._temper(policy)
-                job["policy"] = policy
+                job["policy"] = self._personalise(policy)
             except PolicyLoadError as exc:
                 job["error"] = str(exc)
             except Exception as exc:  # foreign code: report, never crash the server
@@ -469,9 +503,9 @@ class BridgeService:
                                       "action 0 (idle)")
         else:
             mask = self._all_valid[:rows]
-        temperature = self.request_temperature(f)
+        temperature, strength = self.request_temperature(f), self.request_strength(f)
         self._enqueue(Item(peer, client, req.op, req.id, t0, obs, mask, bool(f.get("deterministic", False)),
-                           bool(f.get("with_probs", False)), temperature=temperature))
+                           bool(f.get("with_probs", False)), temperature=temperature, personality_strength=strength))
         return None
 
     def _op_session_step(self, req: P.Request, peer: Any, client: Any, body: bytes, t0: int) -> None:
@@ -481,7 +515,8 @@ class BridgeService:
             return None
         obs, mask = session.prepare(req.fields)
         self._enqueue(Item(peer, client, req.op, req.id, t0, obs, mask, session.deterministic, session=session,
-                           cache_key=key, temperature=session.temperature))
+                           cache_key=key, temperature=session.temperature,
+                           personality_strength=session.personality_strength))
         return None
 
     def _enqueue(self, item: Item) -> None:

@@ -45,6 +45,7 @@ from engine.external import ExternalSim, InjectedHit, InjectedSighting
 from engine.reactions import ReactionRuns
 from engine.sim import Command
 from engine.state import VillageState
+from npc_brains.personality import check_personality
 from npc_brains.runtime import check_temperature
 from worlds import TRAIT_NAMES, WorldError, WorldSpec, world_from_dict
 from worlds.atomic import write_atomically
@@ -170,13 +171,15 @@ class Session:
     """One external world's minds. Not thread-safe: the server's loop is the only caller."""
 
     def __init__(self, sid: str, create: dict[str, Any], spec: WorldSpec, sim: ExternalSim, *,
-                 deterministic: bool, limits: Limits, temperature: float | None = None):
+                 deterministic: bool, limits: Limits, temperature: float | None = None,
+                 personality_strength: float | None = None):
         self.id = sid
         self.create = create
         self.spec = spec
         self.sim = sim
         self.deterministic = deterministic
         self.temperature = temperature  # its NPCs' sampling temperature; None: the server's
+        self.personality_strength = personality_strength  # how strongly its NPCs play their personalities
         self.limits = limits
         self.names: list[str] = sim.entity_names[0]
         self.index = {name: k for k, name in enumerate(self.names)}
@@ -530,15 +533,17 @@ class SessionStore:
         seed = create.get("seed", 0)
         if not isinstance(seed, int) or seed < 0:
             raise ProtocolError("bad_request", f"seed: expected an integer >= 0, got {describe(seed)}")
-        temperature = create.get("temperature")
-        if temperature is not None:
-            try:
+        temperature, strength = create.get("temperature"), create.get("personality_strength")
+        try:
+            if temperature is not None:
                 temperature = check_temperature(temperature)
-            except ValueError as exc:
-                raise ProtocolError("bad_request", str(exc)) from None
+            if strength is not None:
+                strength = check_personality(strength)
+        except ValueError as exc:
+            raise ProtocolError("bad_request", str(exc)) from None
         sim = ExternalSim(spec, seed, self.slots, self.tuning)
         return Session(sid, create, spec, sim, deterministic=bool(create.get("deterministic", False)),
-                       limits=self.limits, temperature=temperature)
+                       limits=self.limits, temperature=temperature, personality_strength=strength)
 
     def create(self, req: dict[str, Any]) -> Session:
         if len(self.sessions) >= self.limits.max_sessions:

@@ -72,15 +72,15 @@ class PersonalityStrength:
     """A trained policy played at personality strength `strength` (module docstring); the `Policy` interface.
 
     Sampling temperature (`temperature`, npc_brains.runtime.set_temperature) applies after the guidance: the
-    wrapped policy itself always plays at 1. `strength` may be changed between calls (the bridge's per-request
-    strength); at 1 a call is the wrapped policy's own, at its temperature, with its own sampling. Everything a
-    harness reads off a policy (its world, slots, layout, spec) is the wrapped policy's."""
+    wrapped policy is asked at 1, and its own temperature is left as it was. `strength` may be changed between
+    calls (the bridge's per-request strength); at 1 a call is the wrapped policy's own, at the wrapper's
+    temperature, with the policy's own sampling. Everything a harness reads off a policy (its world, slots,
+    layout, spec) is the wrapped policy's."""
 
     def __init__(self, policy: Any, strength: float, *, seed: int | None = 0, name: str = "personality_strength"):
         self.strength = check_personality(strength, name)
         self.traits = guidable(policy, name)
-        self.temperature = float(policy.temperature)
-        policy.temperature = 1.0
+        self.temperature = float(policy.temperature)  # from now on the wrapper's; the policy's own is left as it is
         self.inner = policy
         self.rng = np.random.default_rng(seed)
 
@@ -96,7 +96,7 @@ class PersonalityStrength:
         R = len(obs)
         both = np.concatenate([obs, obs])
         both[R:, self.traits] = NEUTRAL_TRAIT
-        probs = self.inner.act(both, np.concatenate([mask, mask]), deterministic=True, with_probs=True).probs
+        probs = self._inner_act(1.0, both, np.concatenate([mask, mask]), deterministic=True, with_probs=True).probs
         logp = np.log(np.maximum(np.asarray(probs, np.float32), _LOG_FLOOR))
         own, neutral = logp[:R], logp[R:]
         z = neutral + np.float32(self.strength) * (own - neutral)
@@ -109,12 +109,8 @@ class PersonalityStrength:
     def act(self, obs: np.ndarray, mask: np.ndarray, *, deterministic: bool = False, with_probs: bool = False,
             with_values: bool = False) -> PolicyOutput:
         if self.strength == 1.0:  # the trained policy itself, its own sampling included (a server's default)
-            self.inner.temperature = self.temperature
-            try:
-                return self.inner.act(obs, mask, deterministic=deterministic, with_probs=with_probs,
-                                      with_values=with_values)
-            finally:
-                self.inner.temperature = 1.0
+            return self._inner_act(self.temperature, obs, mask, deterministic=deterministic, with_probs=with_probs,
+                                   with_values=with_values)
         probs = self.guided_probs(obs, mask)
         if deterministic:
             actions = probs.argmax(1)
@@ -124,8 +120,17 @@ class PersonalityStrength:
             actions = (cdf > u[:, None]).argmax(1)
         out = PolicyOutput(actions.astype(np.int64), probs if with_probs else None)
         if with_values:
-            out.values = self.inner.act(obs, mask, deterministic=True, with_values=True).values
+            out.values = self._inner_act(1.0, obs, mask, deterministic=True, with_values=True).values
         return out
+
+    def _inner_act(self, temperature: float, obs: np.ndarray, mask: np.ndarray, **flags: bool) -> PolicyOutput:
+        """The wrapped policy's act at `temperature`, its own temperature restored after (a server may share it)."""
+        own = self.inner.temperature
+        self.inner.temperature = temperature
+        try:
+            return self.inner.act(obs, mask, **flags)
+        finally:
+            self.inner.temperature = own
 
 
 def with_personality_strength(policy: Any, strength: Any, *, seed: int | None = 0,

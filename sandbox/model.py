@@ -50,7 +50,7 @@ class SandboxModel:
 
     def __init__(self, world: WorldSpec, *, policy: str | Policy | PolicySource = "default", seed: int = 0,
                  scenario: str = "world", slots: int = 4, world_ref: str | None = None,
-                 temperature: float | None = None):
+                 temperature: float | None = None, personality_strength: float | None = None):
         if scenario not in SCENARIOS:
             raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
         self.source = policy if isinstance(policy, PolicySource) else resolve_policy(policy)
@@ -59,6 +59,8 @@ class SandboxModel:
         # every (re)start goes back to: changes during a run are commands, and a restart clears the commands
         self.start_temperature = temperature
         self.temperature = temperature
+        # how strongly a trained policy's NPCs play their personalities (npc_brains.personality); None: 1, as trained
+        self.personality_strength = personality_strength
         self.scenario = scenario
         self.slots = int(slots)
         self.world_ref = world_ref or world.id
@@ -86,6 +88,14 @@ class SandboxModel:
             # set every run (None: back to 1), since a policy object may be shared between runs
             try:
                 set_temperature(self.policy, 1.0 if self.temperature is None else self.temperature, "--temperature")
+            except ValueError as exc:
+                raise PolicyError(str(exc)) from None
+        if self.personality_strength is not None:  # after T: the wrapper holds the temperature from now on
+            from npc_brains.personality import with_personality_strength
+
+            try:
+                self.policy = with_personality_strength(self.policy, self.personality_strength, seed=self.seed,
+                                                        name="--personality-strength")
             except ValueError as exc:
                 raise PolicyError(str(exc)) from None
         self.slots = policy_slots(self.policy) or self.slots  # a trained policy fixes K
@@ -329,7 +339,8 @@ class SandboxModel:
         """Everything needed to replay the current run from tick 0."""
         # the starting T: the changes since are in `commands`, at their ticks
         return Session(commands=list(self.commands), seed=self.seed, policy=self.source.spec,
-                       temperature=self.start_temperature, scenario=self.scenario, slots=self.slots,
+                       temperature=self.start_temperature, personality_strength=self.personality_strength,
+                       scenario=self.scenario, slots=self.slots,
                        ticks=self.tick, digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
 
     def start_replay(self, session: Session) -> None:
@@ -344,6 +355,7 @@ class SandboxModel:
         if session.slots is not None:
             self.slots = session.slots
         self.start_temperature = self.temperature = session.temperature
+        self.personality_strength = session.personality_strength
         self.rebuild(seed=session.seed if session.seed is not None else self.seed)
         self.load_script(session)
         self.replaying = True

@@ -453,7 +453,8 @@ class Renderer:
             mode.append("SCRIPT")
         text = (f"{model.spec.name}   tick {model.tick}   day {day} {minutes // 60:02d}:{minutes % 60:02d}"
                 f"{' (night)' if night else ''}   {speed}   policy {model.source.name}"
-                f"{'' if model.temperature is None else f' at T={model.temperature:g}'}   "
+                f"{'' if model.temperature is None else f' at T={model.temperature:g}'}"
+                f"{'' if model.personality_strength is None else f' strength {model.personality_strength:g}'}   "
                 f"NPCs {int(model.sim.state.alive[0, :model.sim.N].sum())}/{model.sim.N}   {' '.join(mode)}")
         screen.blit(self.text(text, TEXT, "m"), (8, 5))
         hint = self.text("H: help", DIM, "m")

@@ -64,6 +64,18 @@ def apply_temperature(policy: object, temperature: float, flag: str = "--tempera
         raise UserError(str(exc)) from None
 
 
+def personality_strength_flag(text: str | None, flag: str = "--personality-strength") -> float | None:
+    """A personality strength flag's value (None when not given); UserError, one line naming `flag`, otherwise."""
+    if text is None:
+        return None
+    from npc_brains.personality import check_personality
+
+    try:
+        return check_personality(text, flag)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
 def personality_flag(policy: Any, value: Any, flag: str = "--personality-strength", *, seed: int | None = 0) -> Any:
     """`policy` played at personality strength `value` (npc_brains.personality; itself at 1); UserError, one line
     naming `flag`, for a bad value or a policy without a learned personality (the rules, random actions)."""

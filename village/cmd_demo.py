@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from village.cli import UserError, apply_temperature, temperature_flag
+from village.cli import UserError, apply_temperature, personality_flag, personality_strength_flag, temperature_flag
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sample a trained policy's actions from softmax(logits / T) instead of taking each "
                              "NPC's most likely action (the demo's default): below 1 NPCs follow their preferences "
                              "more closely, 1 as trained, above 1 less; seeded by --seed (default: most likely)")
+    parser.add_argument("--personality-strength", default=None, metavar="S",
+                        help="a trained policy's NPCs play their learned personalities S times as strongly (0 to "
+                             "10; default: 1, as trained)")
     parser.add_argument("--scenario", choices=("auto", "world", "random_kill", "none"), default="auto",
                         help="world: the world file's events; random_kill: the player kills a random villager "
                              "at a random tick; auto: world if the file has events, else random_kill "
@@ -51,10 +54,13 @@ def run(args: argparse.Namespace) -> int:
     if args.ticks < 1:
         raise UserError(f"--ticks: expected an integer >= 1, got {args.ticks}")
     temperature = temperature_flag(args.temperature)
+    strength = personality_strength_flag(args.personality_strength)
     world = load_world(args.world)
     policy = _load_policy(args.policy, args.seed)
     if temperature is not None:
         apply_temperature(policy, temperature)
+    if strength is not None:
+        policy = personality_flag(policy, strength, seed=args.seed)
 
     from engine.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
     from npc_brains import policy_slots, policy_tuning
@@ -69,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(tl)
     print(f"village demo: {world.name} ({world.id}), {len(world.npcs)} NPCs, {args.ticks} ticks "
           f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {_describe(args.policy, policy)}"
-          + ("" if temperature is None else f" at temperature {temperature:g}"))
+          + ("" if temperature is None else f" at temperature {temperature:g}")
+          + ("" if strength is None else f" at personality strength {strength:g}"))
     for step in tl.plan:
         print(f"scenario: {step}")
     print()

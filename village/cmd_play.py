@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from village.cli import UserError, temperature_flag
+from village.cli import UserError, personality_strength_flag, temperature_flag
 
 SCREEN_MIN, SCREEN_MAX = 640, 4096
 
@@ -53,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a trained policy samples from softmax(logits / T): below 1 NPCs follow their "
                              "preferences more closely, above 1 less; recorded in sessions (default: 1, as "
                              "trained, or the replayed session's)")
+    parser.add_argument("--personality-strength", default=None, metavar="S",
+                        help="a trained policy's NPCs play their learned personalities S times as strongly (0 to "
+                             "10): the timid flee sooner, the sociable talk more; recorded in sessions (default: 1, "
+                             "as trained, or the replayed session's)")
     parser.add_argument("--scenario", choices=("world", "none"), default=None,
                         help="world: run the world file's scripted events (e.g. village-v1's killing at tick "
                              "30); none: only what you do (default: world)")
@@ -85,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.seed is not None and args.seed < 0:
         raise UserError(f"--seed: expected an integer >= 0, got {args.seed}")
     args.temperature = temperature_flag(args.temperature)
+    args.personality_strength = personality_strength_flag(args.personality_strength)
     if args.slots is not None and args.slots < 1:
         raise UserError(f"--slots: expected an integer >= 1, got {args.slots}")
     if args.screenshot is not None and not args.headless:
@@ -160,8 +165,10 @@ def _build_model(args: argparse.Namespace, session):  # -> SandboxModel
     slots = args.slots or (session.slots if session is not None else None) or 4
     temperature = args.temperature if args.temperature is not None else (
         session.temperature if session is not None else None)
+    strength = args.personality_strength if args.personality_strength is not None else (
+        session.personality_strength if session is not None else None)
     model = SandboxModel(spec, policy=policy, seed=seed, scenario=scenario, slots=slots, world_ref=world_ref,
-                         temperature=temperature)
+                         temperature=temperature, personality_strength=strength)
     if session is not None:
         model.load_script(session)
         model.replaying = True
@@ -177,6 +184,8 @@ def _headless(app, args: argparse.Namespace, session) -> int:
     deaths = sum(1 for e in model.sim.log.events if e.type.name == "DEATH")
     reactions = sum(1 for e in model.sim.log.events if e.type.name == "REACTION")
     at = "" if model.temperature is None else f" at temperature {model.temperature:g}"
+    if model.personality_strength is not None:
+        at += f" at personality strength {model.personality_strength:g}"
     print(f"ran {ticks} ticks of {model.spec.id} (policy {model.source.name}{at}, seed {model.seed}): "
           f"{deaths} deaths, {reactions} reactions, {len(model.sim.log.messages)} news messages")
     if args.zoom != 1.0:

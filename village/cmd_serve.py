@@ -60,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sample the trained policy from softmax(logits / T) for requests and sessions that "
                              "name no temperature: below 1 NPCs follow their preferences more closely, above 1 "
                              "less (docs/protocol.md; default: %(default)s, as trained)")
+    parser.add_argument("--personality-strength", default="1", metavar="S",
+                        help="play each NPC's learned personality S times as strongly (0 to 10) for requests and "
+                             "sessions that name no strength: its logits move S times as far from a neutral "
+                             "villager's as the network puts them (docs/protocol.md; default: %(default)s, as "
+                             "trained)")
     parser.add_argument("--slots", type=int, default=4, help="observation slots K (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the baseline policies (default: %(default)s)")
     parser.add_argument("--curve-secret", type=Path, default=None,
@@ -118,6 +123,12 @@ def _check(args: argparse.Namespace) -> None:
     from village.cli import temperature_flag
 
     args.temperature = temperature_flag(args.temperature)
+    from npc_brains.personality import check_personality
+
+    try:
+        args.personality_strength = check_personality(args.personality_strength, "--personality-strength")
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -139,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         curve_secret=args.curve_secret, curve_allow=args.curve_allow, insecure=args.insecure,
         policy_root=args.policy_root, blas_threads=args.blas_threads or None,
         gc_freeze=args.gc_freeze, spin_us=args.spin_us, temperature=args.temperature,
+        personality_strength=args.personality_strength,
     )
     try:
         server = BridgeServer(config)

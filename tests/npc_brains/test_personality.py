@@ -96,7 +96,7 @@ def test_temperature_applies_after_the_guidance(trace):
     policy = load_policy("default", seed=0)
     set_temperature(policy, 0.5)
     wrapped = with_personality_strength(policy, 2.0)
-    assert wrapped.temperature == 0.5 and policy.temperature == 1.0  # the wrapper holds T, the network plays at 1
+    assert wrapped.temperature == 0.5 and policy.temperature == 0.5  # the wrapper holds T from now on
     at_one = PersonalityStrength(load_policy("default", seed=0), 2.0).guided_probs(obs, mask)
     assert np.abs(wrapped.guided_probs(obs, mask) - tempered_probs(at_one, 0.5)).max() < 1e-5
     set_temperature(wrapped, 0.25)
@@ -163,7 +163,7 @@ def test_a_wrapper_at_strength_one_plays_as_the_policy_itself(trace):
     set_temperature(wrapped, 0.5)
     for _ in range(3):
         assert np.array_equal(plain.act(obs, mask).actions, wrapped.act(obs, mask).actions)
-    assert wrapped.inner.temperature == 1.0
+    assert wrapped.inner.temperature == 1.0  # left as it was
     wrapped.strength = 2.0
     guided = wrapped.act(obs, mask, deterministic=True, with_probs=True).probs
     at_one = PersonalityStrength(load_policy("default"), 2.0).guided_probs(obs, mask)

@@ -13,7 +13,8 @@ def test_session_round_trip(village, tmp_path, suffix):
         commands=[CommandRecord(3, "move", "player", None, 12.123456789, 30.5),
                   CommandRecord(9, "kill", "player", "Alda"),
                   CommandRecord(12, "temperature", value=0.25)],
-        seed=7, policy="default", temperature=0.4, scenario="none", slots=4, ticks=20, digest="abc",
+        seed=7, policy="default", temperature=0.4, personality_strength=2.5, scenario="none", slots=4, ticks=20,
+        digest="abc",
         world_ref="village-v1",
         world=village,
     )
@@ -54,6 +55,8 @@ def test_script_needs_only_commands(tmp_path):
     ('seed = "seven"\n', "seed"),
     ('temperature = 0\n', "temperature: expected a number from 0.01 to 100"),
     ('temperature = true\n', "temperature: expected a number"),
+    ('personality_strength = 11\n', "personality_strength: expected a number from 0 to 10"),
+    ('personality_strength = "strong"\n', "personality_strength: expected a number from 0 to 10"),
     ('colour = 3\n', "colour"),
     ('[[commands]]\ntick = 5\nop = "stop"\n[[commands]]\ntick = 2\nop = "stop"\n', "increasing"),
     ('[world]\nid = 3\n', "world"),
@@ -98,3 +101,25 @@ def test_a_session_replays_at_its_temperature(village):
     assert again.temperature == 0.3 and again.session().digest == recorded.digest
     assert run(None).session().digest != recorded.digest
     assert run(None).policy.temperature == 1.0  # the shared bundled policy is back at 1 for a run without T
+
+
+def test_a_session_replays_at_its_personality_strength(village):
+    """The personality strength is part of what a run is: recorded, replayed, shown, and another strength is
+    another run; the live temperature keys still reach a strengthened policy."""
+    from sandbox.model import SandboxModel
+
+    def run(strength: float | None) -> SandboxModel:
+        model = SandboxModel(village, policy="default", seed=3, personality_strength=strength)
+        model.step(40)
+        return model
+
+    strong = run(3.0)
+    recorded = strong.session()
+    assert recorded.personality_strength == 3.0 and strong.policy.strength == 3.0
+    again = SandboxModel(village, policy="default", seed=0)
+    again.start_replay(recorded)
+    again.step(40)
+    assert again.personality_strength == 3.0 and again.session().digest == recorded.digest
+    assert run(None).session().digest != recorded.digest
+    strong.shift_temperature(-1)
+    assert strong.policy.temperature == 0.5

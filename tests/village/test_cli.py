@@ -84,6 +84,18 @@ def test_demo_plays_at_a_temperature_and_says_so(capsys: pytest.CaptureFixture[s
     assert runs["1"][0][1:] != runs[None][0][1:]  # sampled as trained, not the most likely actions
 
 
+def test_demo_plays_at_a_personality_strength_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """--personality-strength S: the header says so, and the most likely actions are those of the stronger
+    personalities, not the trained ones."""
+    runs = {}
+    for s in (None, "3"):
+        assert call(["demo", "--ticks", "80", "--seed", "2", *([] if s is None else ["--personality-strength", s])]) \
+            == 0
+        runs[s] = capsys.readouterr().out.splitlines()
+    assert runs["3"][0].endswith("at personality strength 3")
+    assert runs["3"][1:] != runs[None][1:]
+
+
 def test_demo_names_the_bundled_policy_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert call(["demo", "--ticks", "40"]) == 0
     header = capsys.readouterr().out.splitlines()[0]
@@ -130,6 +142,9 @@ def test_demo_on_a_world_without_events_uses_a_random_kill(tmp_path: Path,
     (["demo", "--policy", "no/such/policy.pt"], "--policy"),
     (["demo", "--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
     (["demo", "--policy", "random", "--temperature", "0.5"], "--temperature: random has no learned probabilities"),
+    (["demo", "--personality-strength", "-2"], "--personality-strength: expected a number from 0 to 10"),
+    (["demo", "--policy", "random", "--personality-strength", "2"],
+     "--personality-strength: random has no learned personality"),
 ])
 def test_demo_user_errors_are_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert call(argv) == 2
