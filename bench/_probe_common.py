@@ -26,6 +26,8 @@ def add_probe_args(parser: argparse.ArgumentParser, *, scenarios: str, seed: int
     parser.add_argument("--personality-strength", type=float, default=None, metavar="S",
                         help="play each NPC's learned personality S times as strongly (npc_brains.personality; "
                              "default: 1, the trained policy)")
+    parser.add_argument("--personality-traits", default=None, metavar="T,...",
+                        help="the traits --personality-strength strengthens (default: all five)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
 
@@ -100,12 +102,12 @@ def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, poli
         policy = fresh
     strength = getattr(args, "personality_strength", None)
     if strength is not None:
-        from npc_brains.personality import with_personality_strength
+        from village.cli import UserError, personality_flag
 
         try:
-            policy = with_personality_strength(policy, strength, seed=args.seed)
-        except ValueError as exc:
-            parser.error(str(exc).replace("personality_strength", "--personality-strength", 1))
+            policy = personality_flag(policy, strength, seed=args.seed, traits=args.personality_traits)
+        except UserError as exc:
+            parser.error(str(exc))
     return policy, probe_name(args)
 
 

@@ -58,6 +58,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.add_argument(f"--personality-strength-{side}", default=None, metavar="S",
                             help=f"policy {side.upper()} plays each NPC's learned personality S times as strongly, "
                                  "as village eval --personality-strength (default: 1)")
+        parser.add_argument(f"--personality-traits-{side}", default=None, metavar="T,...",
+                            help=f"the traits --personality-strength-{side} strengthens, as village eval "
+                                 "--personality-traits (default: all five)")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--quiet", action="store_true", help="no progress bar (tqdm, on stderr)")
     args = parser.parse_args(argv)
@@ -123,7 +126,9 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
             if strength is not None:
                 name, policy = policies[k]
                 policies[k] = (name, personality_flag(policy, strength, f"--personality-strength-{side}",
-                                                      seed=args.seed))
+                                                      seed=args.seed,
+                                                      traits=getattr(args, f"personality_traits_{side}"),
+                                                      traits_flag=f"--personality-traits-{side}"))
     except (UserError, PolicyError, ValueError, OSError) as exc:  # bad world, scenario, policy or tuning flag
         args.parser.error(str(exc))
     spec = EvalSpec(scenarios, worlds, villages=args.seeds, seed=args.seed)
@@ -191,10 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     table = compare(*(stats for stats, _ in played))
     snd = [d for _, d in played]
     (name_a, _), (name_b, _) = policies
-    name_a, name_b = (f"{name}{'' if s is None else f' at strength {s}'}"
+    traits = (args.personality_traits_a, args.personality_traits_b)
+    name_a, name_b = (f"{name}{'' if s is None else f' at strength {s}'}{'' if tr is None else f' on {tr}'}"
                       f"{' greedy' if side.deterministic else '' if t is None else f' at T={t}'}"
-                      for name, side, t, s in ((name_a, specs[0], args.temperature_a, args.personality_strength_a),
-                                               (name_b, specs[1], args.temperature_b, args.personality_strength_b)))
+                      for name, side, t, s, tr in ((name_a, specs[0], args.temperature_a, args.personality_strength_a,
+                                                    traits[0]),
+                                                   (name_b, specs[1], args.temperature_b, args.personality_strength_b,
+                                                    traits[1])))
     print(f"{name_a} against {name_b} on the same villages: {len(spec.scenarios)} scenarios x "
           f"{', '.join(label for label, _ in spec.worlds)} x {spec.villages} seeds (seed {spec.seed}); "
           "[low, high]: 95% bootstrap intervals over the villages, A - B's paired; * its interval excludes 0")
@@ -218,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"a": args.a, "b": args.b, "greedy": args.greedy, "temperature_a": args.temperature_a,
                           "temperature_b": args.temperature_b,
                           "personality_strength_a": args.personality_strength_a,
-                          "personality_strength_b": args.personality_strength_b, "by_size": table,
+                          "personality_strength_b": args.personality_strength_b,
+                          "personality_traits_a": args.personality_traits_a,
+                          "personality_traits_b": args.personality_traits_b, "by_size": table,
                           "diversity": diversity}))
     return 0
 

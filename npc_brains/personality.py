@@ -14,6 +14,11 @@ turn without retraining. It is classifier-free guidance (Ho and Salimans, 2022) 
 policy, and DiCo's scaling of each agent's deviation from a shared policy (Bettini et al., 2024) with the neutral
 villager as the shared policy.
 
+`traits` narrows the dial to some of the five traits: only those are set to 0.5 in the neutral observation, so only
+their pull is strengthened and the others' stays as trained. `sociability,diligence`, the two traits that weigh an
+NPC's everyday needs and pay (engine.mind), strengthens the everyday personality (whom to talk to, whether to work
+at night) and leaves what bravery, aggression and empathy do after a killing as trained.
+
 The logits are recovered from the wrapped policy's probabilities (log p differs from the logits by a constant per
 row, which the softmax ignores), so it wraps any backend (numpy, torch, ONNX) and costs one forward of twice the
 rows.
@@ -49,23 +54,43 @@ def check_personality(value: Any, name: str = "personality_strength") -> float:
     return s
 
 
-def trait_columns(layout: Sequence[str], name: str = "personality_strength") -> np.ndarray:
-    """The observation columns of the five traits; ValueError (starting with `name`) when the layout lacks one."""
-    missing = [trait for trait in TRAIT_COLUMNS if trait not in layout]
+def check_traits(value: Any, name: str = "personality_traits") -> tuple[str, ...]:
+    """The traits a personality strength acts on: a comma-separated string or a sequence of trait names, `all` (or
+    None) for the five; ValueError (one line, starting with `name`) naming a bad one."""
+    if value is None or value == "all":
+        return TRAIT_COLUMNS
+    items = value.split(",") if isinstance(value, str) else value
+    try:
+        names = tuple(str(item).strip() for item in items)
+    except TypeError:
+        names = ()
+    bad = [n for n in names if n not in TRAIT_COLUMNS]
+    if not names or bad or len(set(names)) != len(names):
+        raise ValueError(f"{name}: expected 'all' or distinct trait names among {', '.join(TRAIT_COLUMNS)}, got "
+                         f"{value!r}")
+    return tuple(t for t in TRAIT_COLUMNS if t in names)  # the observation's order
+
+
+def trait_columns(layout: Sequence[str], name: str = "personality_strength",
+                  traits: Sequence[str] = TRAIT_COLUMNS) -> np.ndarray:
+    """The observation columns of `traits` (default: all five); ValueError (starting with `name`) when the layout
+    lacks one."""
+    missing = [trait for trait in traits if trait not in layout]
     if missing:
         raise ValueError(f"{name}: this policy's observation has no trait column {missing[0]!r} (expected a "
                          f"policy trained on village worlds)")
-    return np.array([list(layout).index(trait) for trait in TRAIT_COLUMNS], np.int64)
+    return np.array([list(layout).index(trait) for trait in traits], np.int64)
 
 
-def guidable(policy: Any, name: str = "personality_strength") -> np.ndarray:
-    """The trait columns of a policy whose personality can be played more or less strongly; ValueError (starting
-    with `name`) for one without learned probabilities (the scripted rules, random actions) or trait columns."""
+def guidable(policy: Any, name: str = "personality_strength", traits: Sequence[str] = TRAIT_COLUMNS) -> np.ndarray:
+    """The columns of `traits` of a policy whose personality can be played more or less strongly; ValueError
+    (starting with `name`) for one without learned probabilities (the scripted rules, random actions) or trait
+    columns."""
     if not hasattr(policy, "temperature"):
         who = getattr(policy, "name", type(policy).__name__)
         raise ValueError(f"{name}: {who} has no learned personality to play more or less strongly (expected a "
                          f"trained policy)")
-    return trait_columns(getattr(policy, "observation_layout", ()), name)
+    return trait_columns(getattr(policy, "observation_layout", ()), name, traits)
 
 
 class PersonalityStrength:
@@ -77,9 +102,11 @@ class PersonalityStrength:
     temperature, with the policy's own sampling. Everything a harness reads off a policy (its world, slots,
     layout, spec) is the wrapped policy's."""
 
-    def __init__(self, policy: Any, strength: float, *, seed: int | None = 0, name: str = "personality_strength"):
+    def __init__(self, policy: Any, strength: float, *, seed: int | None = 0, name: str = "personality_strength",
+                 traits: Any = None):
         self.strength = check_personality(strength, name)
-        self.traits = guidable(policy, name)
+        self.trait_names = check_traits(traits)
+        self.traits = guidable(policy, name, self.trait_names)
         self.temperature = float(policy.temperature)  # from now on the wrapper's; the policy's own is left as it is
         self.inner = policy
         self.rng = np.random.default_rng(seed)
@@ -134,11 +161,11 @@ class PersonalityStrength:
 
 
 def with_personality_strength(policy: Any, strength: Any, *, seed: int | None = 0,
-                              name: str = "personality_strength") -> Any:
+                              name: str = "personality_strength", traits: Any = None) -> Any:
     """`policy` played at `strength`; the policy itself at 1 (the trained play, no wrapper). ValueError (one line,
     starting with `name`, the flag or field) for a bad strength or a policy without a learned personality."""
     s = check_personality(strength, name)
     if s == 1.0:
         guidable(policy, name)  # the same errors as any other strength
         return policy
-    return PersonalityStrength(policy, s, seed=seed, name=name)
+    return PersonalityStrength(policy, s, seed=seed, name=name, traits=traits)

@@ -76,13 +76,16 @@ def personality_strength_flag(text: str | None, flag: str = "--personality-stren
         raise UserError(str(exc)) from None
 
 
-def personality_flag(policy: Any, value: Any, flag: str = "--personality-strength", *, seed: int | None = 0) -> Any:
-    """`policy` played at personality strength `value` (npc_brains.personality; itself at 1); UserError, one line
-    naming `flag`, for a bad value or a policy without a learned personality (the rules, random actions)."""
-    from npc_brains.personality import with_personality_strength
+def personality_flag(policy: Any, value: Any, flag: str = "--personality-strength", *, seed: int | None = 0,
+                     traits: Any = None, traits_flag: str = "--personality-traits") -> Any:
+    """`policy` played at personality strength `value` on `traits` (npc_brains.personality; itself at 1);
+    UserError, one line naming the flag, for a bad value or traits, or a policy without a learned personality (the
+    rules, random actions)."""
+    from npc_brains.personality import check_traits, with_personality_strength
 
     try:
-        return with_personality_strength(policy, value, seed=seed, name=flag)
+        traits = check_traits(traits, traits_flag)
+        return with_personality_strength(policy, value, seed=seed, name=flag, traits=traits)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 

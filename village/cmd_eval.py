@@ -68,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "times as strongly: each NPC's logits move S times as far from those of a neutral "
                              "villager (every trait 0.5) as the network puts them; 0 to 10 (default: 1, as "
                              "trained; npc_brains.personality)")
+    parser.add_argument("--personality-traits", default=None, metavar="T,...",
+                        help="with --personality-strength: the traits it strengthens, e.g. sociability,diligence "
+                             "for the everyday personality alone (default: all five)")
     parser.add_argument("--json", action="store_true",
                         help="end the output with one line of JSON: {policy: {metric: value, ...}, ...}")
     parser.add_argument("--out", metavar="DIR",
@@ -161,17 +164,19 @@ def _set_temperature(policies: list[tuple[str, Any]], temperature: float, notes:
     notes.append(f"the networks sample at temperature {temperature:g}")
 
 
-def _set_personality_strength(policies: list[tuple[str, Any]], strength: str, seed: int,
+def _set_personality_strength(policies: list[tuple[str, Any]], strength: str, traits: str | None, seed: int,
                                notes: list[str]) -> list[tuple[str, Any]]:
-    """Every network played at personality `strength`; the main policy must have a learned personality."""
+    """Every network played at personality `strength` on `traits`; the main policy must have a learned
+    personality."""
     from village.cli import personality_flag
 
     out = []
     for k, (name, policy) in enumerate(policies):
         if k == 0 or hasattr(policy, "temperature"):  # the rules and random actions compared have none
-            policy = personality_flag(policy, strength, seed=seed)
+            policy = personality_flag(policy, strength, seed=seed, traits=traits)
         out.append((name, policy))
-    notes.append(f"the networks play their personalities at strength {float(strength):g}")
+    on = "" if traits is None else f" (on {traits})"
+    notes.append(f"the networks play their personalities at strength {float(strength):g}{on}")
     return out
 
 
@@ -205,12 +210,16 @@ def run(args: argparse.Namespace) -> int:
     draws = _int_flag(args.random_init_draws, "--random-init-draws", 1)
     temperature = _temperature_flag(args.temperature, args.deterministic)
     if args.personality_strength is not None:
-        from npc_brains.personality import check_personality
+        from npc_brains.personality import check_personality, check_traits
 
         try:
             check_personality(args.personality_strength, "--personality-strength")
+            check_traits(args.personality_traits, "--personality-traits")
         except ValueError as exc:
             raise UserError(str(exc)) from None
+    elif args.personality_traits is not None:
+        raise UserError("--personality-traits: it sets which traits --personality-strength strengthens; expected "
+                        "--personality-strength with it")
     if draws > 1 and "random_init" not in compare:
         raise UserError("--random-init-draws: it sets the random_init comparison; expected random_init in --compare")
     scenario_ids = bundled_scenarios() if args.scenarios.strip() == "all" else _items(args.scenarios, "--scenarios")
@@ -245,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
     if temperature is not None:
         _set_temperature(policies, temperature, notes)
     if args.personality_strength is not None:
-        policies = _set_personality_strength(policies, args.personality_strength, seed, notes)
+        policies = _set_personality_strength(policies, args.personality_strength, args.personality_traits, seed,
+                                             notes)
 
     from npc_brains.evaluate import (
         EvalSpec,
@@ -329,6 +339,7 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
                    "temperature": 1.0 if args.temperature is None else float(args.temperature),
                    "personality_strength": 1.0 if args.personality_strength is None
                    else float(args.personality_strength),
+                   "personality_traits": args.personality_traits or "all",
                    "random_init_draws": int(args.random_init_draws)},
         "wall_seconds": round(wall, 2),
         "notes": list(dict.fromkeys(notes)),
