@@ -101,6 +101,9 @@ def probe_policy(parser: argparse.ArgumentParser, args: argparse.Namespace, poli
             fresh.tuning = policy.tuning
         policy = fresh
     strength = getattr(args, "personality_strength", None)
+    if strength is None and getattr(args, "personality_traits", None) is not None:
+        parser.error("--personality-traits: it sets which traits --personality-strength strengthens; expected "
+                     "--personality-strength with it")
     if strength is not None:
         from village.cli import UserError, personality_flag
 

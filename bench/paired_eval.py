@@ -123,6 +123,9 @@ def load(args: argparse.Namespace) -> tuple[list[tuple[str, Any]], list[Any]]:
                 set_temperature(policy, temperature, f"--temperature-{side}")
         for k, side in enumerate("ab"):
             strength = getattr(args, f"personality_strength_{side}")
+            if strength is None and getattr(args, f"personality_traits_{side}") is not None:
+                raise UserError(f"--personality-traits-{side}: it sets which traits --personality-strength-{side} "
+                                "strengthens; expected both")
             if strength is not None:
                 name, policy = policies[k]
                 policies[k] = (name, personality_flag(policy, strength, f"--personality-strength-{side}",

@@ -14,8 +14,10 @@ from npc_brains import load_policy
 from npc_brains.evaluate import persona_probs, policy_slots, policy_tuning, random_init_policy
 from npc_brains.personality import (
     NEUTRAL_TRAIT,
+    TRAIT_COLUMNS,
     PersonalityStrength,
     check_personality,
+    check_traits,
     trait_columns,
     with_personality_strength,
 )
@@ -168,3 +170,43 @@ def test_a_wrapper_at_strength_one_plays_as_the_policy_itself(trace):
     guided = wrapped.act(obs, mask, deterministic=True, with_probs=True).probs
     at_one = PersonalityStrength(load_policy("default"), 2.0).guided_probs(obs, mask)
     assert np.abs(guided - tempered_probs(at_one, 0.5)).max() < 1e-5
+
+
+def test_chosen_traits_are_the_only_ones_strengthened(trace):
+    """With traits = sociability, diligence only those two are neutral in the reference observation: the formula
+    holds with that reference, and two personalities that differ only in another trait keep the trained gap."""
+    obs, mask = trace.probe_obs, trace.probe_mask
+    plain = load_policy("default", seed=0)
+    layout = list(plain.observation_layout)
+    everyday = [layout.index("sociability"), layout.index("diligence")]
+    reference = obs.copy()
+    reference[:, everyday] = NEUTRAL_TRAIT
+    own = plain.act(obs, mask, deterministic=True, with_probs=True).probs.astype(np.float64)
+    ref = plain.act(reference, mask, deterministic=True, with_probs=True).probs.astype(np.float64)
+    wrapped = PersonalityStrength(load_policy("default", seed=0), 3.0, traits="diligence,sociability")
+    assert wrapped.trait_names == ("sociability", "diligence")  # the observation's order
+    z = np.where(mask, np.log(np.maximum(ref, 1e-30)) + 3.0 * (np.log(np.maximum(own, 1e-30))
+                                                              - np.log(np.maximum(ref, 1e-30))), -np.inf)
+    valid = mask & (own > 1e-20) & (ref > 1e-20)
+    assert np.abs(wrapped.guided_probs(obs, mask) - np.exp(log_softmax(z)))[valid].max() < 1e-4
+    middling = obs.copy()  # NPCs whose everyday traits are the neutral ones: nothing to strengthen there
+    middling[:, everyday] = NEUTRAL_TRAIT
+    plain_probs = plain.act(middling, mask, deterministic=True, with_probs=True).probs
+    assert np.abs(wrapped.guided_probs(middling, mask) - plain_probs).max() < 1e-5
+    every_trait = PersonalityStrength(load_policy("default", seed=0), 3.0).guided_probs(middling, mask)
+    assert np.abs(every_trait - plain_probs).max() > 0.05  # their bravery, aggression and empathy still count
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (None, TRAIT_COLUMNS), ("all", TRAIT_COLUMNS), ("diligence, sociability", ("sociability", "diligence")),
+    (["bravery"], ("bravery",)),
+])
+def test_trait_lists_are_read_in_the_observations_order(value, expected):
+    assert check_traits(value) == expected
+
+
+@pytest.mark.parametrize("value", ["", "courage", "sociability,sociability", "bravery,,empathy", 3])
+def test_a_bad_trait_list_is_a_one_line_error_naming_the_field(value):
+    with pytest.raises(ValueError, match=r"^--personality-traits: expected 'all' or distinct trait names among "
+                                         r"bravery, aggression, empathy, sociability, diligence"):
+        check_traits(value, "--personality-traits")

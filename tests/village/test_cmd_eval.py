@@ -217,6 +217,8 @@ def _actor_state(net: dict) -> dict:
     (["--personality-strength", "11"], "--personality-strength: expected a number from 0 to 10"),
     (["--personality-strength", "much"], "--personality-strength: expected a number from 0 to 10"),
     (["--personality-strength", "2"], "--personality-strength: scripted has no learned personality"),
+    (["--personality-traits", "sociability"], "--personality-traits: it sets which traits --personality-strength"),
+    (["--personality-strength", "2", "--personality-traits", "wit"], "--personality-traits: expected 'all' or"),
     (["--tuning", "nope=1"], "--tuning: unknown engine field 'nope'"),
     (["--tuning", "rumour_error=abc"], "--tuning rumour_error: expected a number or true/false"),
     (["--tuning", "rumour_error"], "--tuning: expected FIELD=VALUE"),
