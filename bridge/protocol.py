@@ -174,6 +174,8 @@ OPS: dict[str, OpSpec] = {
                   "(village serve --temperature; 1: as trained)"),
                 F("personality_strength", "float", True, "the personality strength of requests that name none "
                   "(village serve --personality-strength; 1: as trained)"),
+                F("personality_traits", "list[str]", True, "the traits every personality strength acts on "
+                  "(village serve --personality-traits; all five by default)"),
             ),
         ),
         OpSpec(

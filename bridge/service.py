@@ -31,7 +31,7 @@ from bridge.batcher import Batcher, Item
 from bridge.policies import BASELINE_NAMES, POLICY_NAMES, PolicyLoadError, layout, load_policy, policy_tuning, probe
 from bridge.sessions import Session, SessionStore
 from engine.constants import REACTION_NAMES
-from npc_brains.personality import PersonalityStrength, check_personality, guidable
+from npc_brains.personality import TRAIT_COLUMNS, PersonalityStrength, check_personality, guidable
 from npc_brains.policy_api import Policy
 from npc_brains.runtime import check_temperature, set_temperature
 from worlds import WorldError
@@ -77,6 +77,7 @@ class ServerConfig:
     backend: str = "numpy"  # how the policy's forward runs: numpy/torch as loaded, or onnx (onnxruntime)
     temperature: float = 1.0  # sampling temperature of requests and sessions that name none (1: as trained)
     personality_strength: float = 1.0  # personality strength of requests and sessions that name none (1: trained)
+    personality_traits: tuple[str, ...] | None = None  # the traits every strength acts on; None: all five
 
 
 def _package_version() -> str:
@@ -242,7 +243,8 @@ class BridgeService:
             if self.config.personality_strength != 1.0:
                 raise PolicyLoadError(str(exc)) from None
             return policy
-        return PersonalityStrength(policy, self.config.personality_strength, seed=self.config.seed)
+        return PersonalityStrength(policy, self.config.personality_strength, seed=self.config.seed,
+                                   traits=self.config.personality_traits)
 
     def request_strength(self, fields: dict[str, Any]) -> float | None:
         """A request's `personality_strength` field, checked: None when it names none."""
@@ -347,6 +349,8 @@ class BridgeService:
             "event_types": list(P.EVENT_TYPES), "ops": list(P.OPS), "limits": self.limits.as_dict(),
             "temperature": float(getattr(self.policy, "temperature", 1.0)),
             "personality_strength": float(getattr(self.policy, "strength", 1.0)),
+            "personality_traits": list(getattr(self.policy, "trait_names", self.config.personality_traits or
+                                               TRAIT_COLUMNS)),
         }
 
     def _op_stats(self, req: P.Request | None, *_: Any) -> dict[str, Any]:

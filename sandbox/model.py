@@ -50,7 +50,8 @@ class SandboxModel:
 
     def __init__(self, world: WorldSpec, *, policy: str | Policy | PolicySource = "default", seed: int = 0,
                  scenario: str = "world", slots: int = 4, world_ref: str | None = None,
-                 temperature: float | None = None, personality_strength: float | None = None):
+                 temperature: float | None = None, personality_strength: float | None = None,
+                 personality_traits: list[str] | None = None):
         if scenario not in SCENARIOS:
             raise ValueError(f"scenario must be one of {SCENARIOS}, got {scenario!r}")
         self.source = policy if isinstance(policy, PolicySource) else resolve_policy(policy)
@@ -61,6 +62,7 @@ class SandboxModel:
         self.temperature = temperature
         # how strongly a trained policy's NPCs play their personalities (npc_brains.personality); None: 1, as trained
         self.personality_strength = personality_strength
+        self.personality_traits = personality_traits  # the traits it acts on; None: all five
         self.scenario = scenario
         self.slots = int(slots)
         self.world_ref = world_ref or world.id
@@ -95,7 +97,7 @@ class SandboxModel:
 
             try:
                 self.policy = with_personality_strength(self.policy, self.personality_strength, seed=self.seed,
-                                                        name="--personality-strength")
+                                                        name="--personality-strength", traits=self.personality_traits)
             except ValueError as exc:
                 raise PolicyError(str(exc)) from None
         self.slots = policy_slots(self.policy) or self.slots  # a trained policy fixes K
@@ -340,6 +342,7 @@ class SandboxModel:
         # the starting T: the changes since are in `commands`, at their ticks
         return Session(commands=list(self.commands), seed=self.seed, policy=self.source.spec,
                        temperature=self.start_temperature, personality_strength=self.personality_strength,
+                       personality_traits=self.personality_traits,
                        scenario=self.scenario, slots=self.slots,
                        ticks=self.tick, digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
 
@@ -356,6 +359,7 @@ class SandboxModel:
             self.slots = session.slots
         self.start_temperature = self.temperature = session.temperature
         self.personality_strength = session.personality_strength
+        self.personality_traits = session.personality_traits
         self.rebuild(seed=session.seed if session.seed is not None else self.seed)
         self.load_script(session)
         self.replaying = True

@@ -43,8 +43,8 @@ from npc_brains.config import toml_module
 from worlds import WorldError, WorldSpec, world_from_dict, world_to_dict
 
 FORMAT = 1
-_TOP_KEYS = ("format", "seed", "policy", "temperature", "personality_strength", "scenario", "slots", "ticks", "digest",
-             "world_ref", "world", "commands")
+_TOP_KEYS = ("format", "seed", "policy", "temperature", "personality_strength", "personality_traits", "scenario",
+             "slots", "ticks", "digest", "world_ref", "world", "commands")
 _COMMAND_KEYS = ("tick", "op", "actor", "target", "x", "y", "value")
 TEMPERATURE_OP = "temperature"  # the `[` / `]` keys: the policy's sampling temperature from that tick on
 # Ops a session may hold: the engine's commands (sent through VillageSim.command) and the sandbox's own, which
@@ -91,6 +91,7 @@ class Session:
     policy: str | None = None
     temperature: float | None = None  # the trained policy's sampling temperature (None: 1, as trained)
     personality_strength: float | None = None  # how strongly the NPCs play their personalities (None: 1)
+    personality_traits: list[str] | None = None  # the traits the strength acts on (None: all five)
     scenario: str | None = None
     slots: int | None = None
     ticks: int | None = None
@@ -100,8 +101,8 @@ class Session:
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"format": FORMAT}
-        for key in ("seed", "policy", "temperature", "personality_strength", "scenario", "slots", "ticks", "digest",
-                    "world_ref"):
+        for key in ("seed", "policy", "temperature", "personality_strength", "personality_traits", "scenario",
+                    "slots", "ticks", "digest", "world_ref"):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
@@ -172,6 +173,7 @@ def session_from_dict(data: Any, src: str = "<session>") -> Session:
         policy=_opt_str(data, "policy", src),
         temperature=_opt_temperature(data, src),
         personality_strength=_opt_strength(data, src),
+        personality_traits=_opt_traits(data, src),
         scenario=_opt_str(data, "scenario", src),
         slots=_opt_int(data, "slots", src, lo=1),
         ticks=_opt_int(data, "ticks", src, lo=0),
@@ -272,6 +274,20 @@ def _opt_strength(data: dict, where: str) -> float | None:
 
     try:
         return check_personality(data["personality_strength"])
+    except ValueError as exc:
+        raise SessionError(f"{where}: {exc}") from None
+
+
+def _opt_traits(data: dict, where: str) -> list[str] | None:
+    if "personality_traits" not in data:
+        return None
+    from npc_brains.personality import check_traits
+
+    value = data["personality_traits"]
+    try:
+        if not isinstance(value, list):
+            raise ValueError(f"personality_traits: expected an array of trait names, got {value!r}")
+        return list(check_traits(value))
     except ValueError as exc:
         raise SessionError(f"{where}: {exc}") from None
 

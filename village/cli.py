@@ -76,6 +76,24 @@ def personality_strength_flag(text: str | None, flag: str = "--personality-stren
         raise UserError(str(exc)) from None
 
 
+def personality_traits_flag(text: str | None, strength: float | None,
+                            flag: str = "--personality-traits") -> list[str] | None:
+    """The traits flag's names (None when not given or 'all'); UserError, one line naming `flag`, for a bad list or
+    a list without a strength."""
+    if text is None:
+        return None
+    if strength is None:
+        raise UserError(f"{flag}: it sets which traits --personality-strength strengthens; expected "
+                        "--personality-strength with it")
+    from npc_brains.personality import TRAIT_COLUMNS, check_traits
+
+    try:
+        traits = check_traits(text, flag)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return None if traits == TRAIT_COLUMNS else list(traits)
+
+
 def personality_flag(policy: Any, value: Any, flag: str = "--personality-strength", *, seed: int | None = 0,
                      traits: Any = None, traits_flag: str = "--personality-traits") -> Any:
     """`policy` played at personality strength `value` on `traits` (npc_brains.personality; itself at 1);

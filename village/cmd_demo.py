@@ -10,7 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from village.cli import UserError, apply_temperature, personality_flag, personality_strength_flag, temperature_flag
+from village.cli import (
+    UserError,
+    apply_temperature,
+    personality_flag,
+    personality_strength_flag,
+    personality_traits_flag,
+    temperature_flag,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--personality-strength", default=None, metavar="S",
                         help="a trained policy's NPCs play their learned personalities S times as strongly (0 to "
                              "10; default: 1, as trained)")
+    parser.add_argument("--personality-traits", default=None, metavar="T,...",
+                        help="with --personality-strength: the traits it strengthens (default: all five)")
     parser.add_argument("--scenario", choices=("auto", "world", "random_kill", "none"), default="auto",
                         help="world: the world file's events; random_kill: the player kills a random villager "
                              "at a random tick; auto: world if the file has events, else random_kill "
@@ -55,12 +64,13 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--ticks: expected an integer >= 1, got {args.ticks}")
     temperature = temperature_flag(args.temperature)
     strength = personality_strength_flag(args.personality_strength)
+    traits = personality_traits_flag(args.personality_traits, strength)
     world = load_world(args.world)
     policy = _load_policy(args.policy, args.seed)
     if temperature is not None:
         apply_temperature(policy, temperature)
     if strength is not None:
-        policy = personality_flag(policy, strength, seed=args.seed)
+        policy = personality_flag(policy, strength, seed=args.seed, traits=traits)
 
     from engine.timeline import run_timeline, summarize, summary_lines, timeline_dict, timeline_lines
     from npc_brains import policy_slots, policy_tuning
@@ -76,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"village demo: {world.name} ({world.id}), {len(world.npcs)} NPCs, {args.ticks} ticks "
           f"from {_clock(0)} to {_clock(args.ticks)}, seed {args.seed}, policy {_describe(args.policy, policy)}"
           + ("" if temperature is None else f" at temperature {temperature:g}")
-          + ("" if strength is None else f" at personality strength {strength:g}"))
+          + ("" if strength is None else f" at personality strength {strength:g}")
+          + ("" if traits is None else f" on {','.join(traits)}"))
     for step in tl.plan:
         print(f"scenario: {step}")
     print()

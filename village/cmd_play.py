@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from village.cli import UserError, personality_strength_flag, temperature_flag
+from village.cli import UserError, personality_strength_flag, personality_traits_flag, temperature_flag
 
 SCREEN_MIN, SCREEN_MAX = 640, 4096
 
@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a trained policy's NPCs play their learned personalities S times as strongly (0 to "
                              "10): the timid flee sooner, the sociable talk more; recorded in sessions (default: 1, "
                              "as trained, or the replayed session's)")
+    parser.add_argument("--personality-traits", default=None, metavar="T,...",
+                        help="with --personality-strength: the traits it strengthens, e.g. sociability,diligence "
+                             "for the everyday personality alone; recorded in sessions (default: all five)")
     parser.add_argument("--scenario", choices=("world", "none"), default=None,
                         help="world: run the world file's scripted events (e.g. village-v1's killing at tick "
                              "30); none: only what you do (default: world)")
@@ -90,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"--seed: expected an integer >= 0, got {args.seed}")
     args.temperature = temperature_flag(args.temperature)
     args.personality_strength = personality_strength_flag(args.personality_strength)
+    args.personality_traits = personality_traits_flag(args.personality_traits, args.personality_strength)
     if args.slots is not None and args.slots < 1:
         raise UserError(f"--slots: expected an integer >= 1, got {args.slots}")
     if args.screenshot is not None and not args.headless:
@@ -167,8 +171,10 @@ def _build_model(args: argparse.Namespace, session):  # -> SandboxModel
         session.temperature if session is not None else None)
     strength = args.personality_strength if args.personality_strength is not None else (
         session.personality_strength if session is not None else None)
+    traits = args.personality_traits if args.personality_strength is not None else (
+        session.personality_traits if session is not None else None)
     model = SandboxModel(spec, policy=policy, seed=seed, scenario=scenario, slots=slots, world_ref=world_ref,
-                         temperature=temperature, personality_strength=strength)
+                         temperature=temperature, personality_strength=strength, personality_traits=traits)
     if session is not None:
         model.load_script(session)
         model.replaying = True
@@ -186,6 +192,8 @@ def _headless(app, args: argparse.Namespace, session) -> int:
     at = "" if model.temperature is None else f" at temperature {model.temperature:g}"
     if model.personality_strength is not None:
         at += f" at personality strength {model.personality_strength:g}"
+        if model.personality_traits is not None:
+            at += f" on {','.join(model.personality_traits)}"
     print(f"ran {ticks} ticks of {model.spec.id} (policy {model.source.name}{at}, seed {model.seed}): "
           f"{deaths} deaths, {reactions} reactions, {len(model.sim.log.messages)} news messages")
     if args.zoom != 1.0:

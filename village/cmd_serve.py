@@ -65,6 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "sessions that name no strength: its logits move S times as far from a neutral "
                              "villager's as the network puts them (docs/protocol.md; default: %(default)s, as "
                              "trained)")
+    parser.add_argument("--personality-traits", default=None, metavar="T,...",
+                        help="the traits every personality strength acts on (the server's and the requests'), e.g. "
+                             "sociability,diligence for the everyday personality alone (default: all five)")
     parser.add_argument("--slots", type=int, default=4, help="observation slots K (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the baseline policies (default: %(default)s)")
     parser.add_argument("--curve-secret", type=Path, default=None,
@@ -123,10 +126,12 @@ def _check(args: argparse.Namespace) -> None:
     from village.cli import temperature_flag
 
     args.temperature = temperature_flag(args.temperature)
-    from npc_brains.personality import check_personality
+    from npc_brains.personality import check_personality, check_traits
 
     try:
         args.personality_strength = check_personality(args.personality_strength, "--personality-strength")
+        args.personality_traits = None if args.personality_traits is None else check_traits(
+            args.personality_traits, "--personality-traits")
     except ValueError as exc:
         raise UserError(str(exc)) from None
 
@@ -150,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         curve_secret=args.curve_secret, curve_allow=args.curve_allow, insecure=args.insecure,
         policy_root=args.policy_root, blas_threads=args.blas_threads or None,
         gc_freeze=args.gc_freeze, spin_us=args.spin_us, temperature=args.temperature,
-        personality_strength=args.personality_strength,
+        personality_strength=args.personality_strength, personality_traits=args.personality_traits,
     )
     try:
         server = BridgeServer(config)

@@ -45,6 +45,9 @@ def test_serve_answers_and_stops_cleanly(tmp_path):
         (["--policy", "scripted", "--spin-us", "-1"], "--spin-us"),
         (["--policy", "scripted", "--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
         (["--policy", "scripted", "--temperature", "0.5"], "--temperature: scripted has no learned probabilities"),
+        (["--policy", "scripted", "--personality-strength", "11"], "--personality-strength: expected a number"),
+        (["--policy", "scripted", "--personality-strength", "2"], "--personality-strength: scripted has no learned"),
+        (["--policy", "scripted", "--personality-traits", "wit"], "--personality-traits: expected 'all' or"),
         (["--policy", "scripted", "--curve-secret", "missing.key_secret", "--curve-allow", "."], "no such key file"),
     ],
 )

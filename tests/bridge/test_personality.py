@@ -70,6 +70,7 @@ def local_probs(obs: np.ndarray, mask: np.ndarray, strength: float) -> np.ndarra
 def test_requests_play_at_the_servers_strength_or_their_own(served):
     info = served.hello()
     assert info["personality_strength"] == 2.0 and info["protocol_minor"] == 3
+    assert info["personality_traits"] == ["bravery", "aggression", "empathy", "sociability", "diligence"]
     obs, mask = rows(info)
     _, probs = served.act(obs, mask, with_probs=True)
     assert np.abs(probs - local_probs(obs, mask, 2.0)).max() < 1e-5
@@ -182,3 +183,25 @@ def test_a_reload_keeps_the_servers_strength_and_refuses_the_rules(served):
     assert err.value.code == "reload_failed" and "--personality-strength: scripted has no learned personality" in \
         err.value.message
     assert served.hello()["policy"] == "default" and served.hello()["personality_strength"] == 2.0
+
+
+def test_the_server_strengthens_the_traits_it_was_given():
+    """`village serve --personality-traits sociability,diligence`: hello names them, and every strength, the
+    server's and a request's, acts on them alone."""
+    policy = load_policy("default", slots=4, seed=0)
+    srv = BridgeServer(ServerConfig(bind="tcp://127.0.0.1:0", policy="default", personality_strength=3.0,
+                                    personality_traits=("sociability", "diligence")), policy)
+    srv.run_in_thread()
+    try:
+        with BridgeClient(srv.endpoint, timeout=10.0, retries=1) as client:
+            info = client.hello()
+            assert info["personality_traits"] == ["sociability", "diligence"]
+            obs, mask = rows(info)
+            for strength in (None, 2.0):
+                _, probs = client.act(obs, mask, with_probs=True, personality_strength=strength)
+                local = PersonalityStrength(load_policy("default", slots=4, seed=0), strength or 3.0,
+                                            traits="sociability,diligence").guided_probs(obs, mask)
+                assert np.abs(probs - local).max() < 1e-5
+                assert np.abs(probs - local_probs(obs, mask, strength or 3.0)).max() > 1e-3  # not all five
+    finally:
+        srv.stop()

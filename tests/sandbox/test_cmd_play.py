@@ -34,12 +34,12 @@ def test_script_then_replay_from_the_command_line(tmp_path, capsys):
 
 def test_a_run_at_a_personality_strength_says_so_and_replays(tmp_path, capsys):
     session = tmp_path / "strong.toml"
-    assert main(["play", "--headless", "--ticks", "30", "--personality-strength", "2.5", "--record", str(session),
-                 "--size", "800x500"]) == 0
-    assert "policy default at personality strength 2.5" in capsys.readouterr().out
+    assert main(["play", "--headless", "--ticks", "30", "--personality-strength", "2.5", "--personality-traits",
+                 "diligence,sociability", "--record", str(session), "--size", "800x500"]) == 0
+    assert "policy default at personality strength 2.5 on sociability,diligence" in capsys.readouterr().out
     assert main(["play", "--headless", "--replay", str(session), "--size", "800x500"]) == 0
     out = capsys.readouterr().out
-    assert "at personality strength 2.5" in out and "matches the recording" in out
+    assert "at personality strength 2.5 on sociability,diligence" in out and "matches the recording" in out
 
 
 @pytest.mark.parametrize(("argv", "expected"), [
@@ -49,6 +49,8 @@ def test_a_run_at_a_personality_strength_says_so_and_replays(tmp_path, capsys):
     (["--headless", "--ticks", "-3"], "--ticks"),
     (["--screenshot", "x.png"], "--screenshot"),  # without --headless
     (["--headless", "--personality-strength", "12"], "--personality-strength: expected a number from 0 to 10"),
+    (["--headless", "--personality-traits", "empathy"], "--personality-traits: it sets which traits"),
+    (["--headless", "--personality-strength", "2", "--personality-traits", "wit"], "--personality-traits: expected"),
     (["--headless", "--policy", "scripted", "--personality-strength", "2"],
      "--personality-strength: scripted has no learned personality"),
 ])

@@ -143,6 +143,7 @@ def test_demo_on_a_world_without_events_uses_a_random_kill(tmp_path: Path,
     (["demo", "--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
     (["demo", "--policy", "random", "--temperature", "0.5"], "--temperature: random has no learned probabilities"),
     (["demo", "--personality-strength", "-2"], "--personality-strength: expected a number from 0 to 10"),
+    (["demo", "--personality-traits", "empathy"], "--personality-traits: it sets which traits"),
     (["demo", "--policy", "random", "--personality-strength", "2"],
      "--personality-strength: random has no learned personality"),
 ])

@@ -183,6 +183,15 @@ def test_personality_strength_plays_every_network_alike_and_is_recorded(tmp_path
         mine, trained = strong[name]["held_out_by_size"]["12"], plain[name]["held_out_by_size"]["12"]
         assert mine["diversity"] > trained["diversity"]  # the personalities probed are further apart
     assert strong["scripted"]["held_out_by_size"]["12"] == plain["scripted"]["held_out_by_size"]["12"]
+    everyday = tmp_path / "everyday"
+    assert call([*argv, "--personality-strength", "2.5", "--personality-traits", "sociability,diligence",
+                 "--out", str(everyday)]) == 0
+    captured = capsys.readouterr()
+    assert "at strength 2.5 (on sociability,diligence)" in captured.out
+    assert json.loads((everyday / "results.json").read_text())["config"]["personality_traits"] == \
+        "sociability,diligence"
+    mine = last_json(captured.out)["default"]["held_out_by_size"]["12"]["diversity"]
+    assert mine != pytest.approx(strong["default"]["held_out_by_size"]["12"]["diversity"])
 
 
 def _actor_state(net: dict) -> dict:
