@@ -109,6 +109,9 @@ class TrainConfig:
     contrastive_temperature: float = 0.1
     contrastive_samples: int = 256  # anchors per minibatch
     teacher_tau: float = 0.1  # EMA rate of the teacher per update
+    # the teacher's personality strength (npc_brains.personality): its NPCs' logits moved this many times as far from
+    # a neutral villager's, so the KL pulls each personality further apart; 1 = the teacher as it is
+    teacher_personality: float = 1.0
     # share of each batch's rows on which the KL to the teacher is evaluated, scaled up by 1 / share so the
     # constraint's expected gradient is the same as on every row; its forward pass costs this share of a full one
     constraint_rows: float = 0.25
@@ -265,6 +268,9 @@ def validate(cfg: TrainConfig) -> None:
     for name in ("contrastive", "constraint"):
         value = getattr(cfg, name)
         _check(value is None or (isinstance(value, (int, float)) and value >= 0), name, "a number >= 0", value)
+    _check(isinstance(cfg.teacher_personality, (int, float)) and not isinstance(cfg.teacher_personality, bool)
+           and 0 <= cfg.teacher_personality <= 10, "teacher_personality", "a number from 0 to 10",
+           cfg.teacher_personality)
     _check(isinstance(cfg.constraint_rows, (int, float)) and not isinstance(cfg.constraint_rows, bool)
            and 0 < cfg.constraint_rows <= 1, "constraint_rows", "a number in (0, 1]", cfg.constraint_rows)
     _check(0 <= cfg.replay_old_frac < 1, "replay_old_frac", "a number in [0, 1)", cfg.replay_old_frac)

@@ -473,14 +473,30 @@ class Trainer(RunLoop):
         picked = torch.arange(n, device=self.device)
         if share < 1:
             picked = torch.randperm(n, device=self.device)[:max(1, round(n * share))].sort().values
-        terms = [maths.kl_reference_terms(self.brain.teacher(flat["obs"].index_select(0, rows),
-                                                             flat["mask"].index_select(0, rows)))
+        terms = [maths.kl_reference_terms(self._teacher_logits(flat["obs"].index_select(0, rows),
+                                                               flat["mask"].index_select(0, rows)))
                  for rows in (picked[part] for part in self._passes(picked.numel()))]
         p = torch.zeros(n, flat["mask"].shape[1], device=self.device)
         negent = torch.zeros(n, device=self.device)
         p[picked] = torch.cat([t[0] for t in terms]) / share
         negent[picked] = torch.cat([t[1] for t in terms]) / share
         return p, negent
+
+    @torch.no_grad()
+    def _teacher_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The constraint teacher's masked logits, at its personality strength (`teacher_personality`): the
+        neutral villager's logits plus S times each NPC's difference from them (npc_brains.personality)."""
+        strength = self.cfg.teacher_personality
+        if strength == 1.0:
+            return self.brain.teacher(obs, mask)
+        from npc_brains.personality import NEUTRAL_TRAIT, trait_columns
+
+        cols = torch.as_tensor(trait_columns(self.env.observation_layout, "teacher_personality"), device=obs.device)
+        neutral = obs.clone()
+        neutral[:, cols] = NEUTRAL_TRAIT
+        both = self.brain.teacher(torch.cat([obs, neutral]), torch.cat([mask, mask]))
+        own, ref = both[:obs.shape[0]], both[obs.shape[0]:]
+        return ref + strength * (own - ref)  # masked entries: equal masked logits on both sides stay masked
 
     def _passes(self, n: int, chunk: int | None = None) -> list[slice]:
         """Row slices of a no-grad pass over n rows (see _rows_per_pass)."""
@@ -624,7 +640,7 @@ class Trainer(RunLoop):
                 prox_logp = torch.cat([prox_logp, self.old["prox_logp"][pick]])
             if teacher is not None:
                 with torch.no_grad():
-                    old_p, old_negent = maths.kl_reference_terms(brain.teacher(obs[n_new:], mask[n_new:]))
+                    old_p, old_negent = maths.kl_reference_terms(self._teacher_logits(obs[n_new:], mask[n_new:]))
                 teacher = (torch.cat([teacher[0], old_p]), torch.cat([teacher[1], old_negent]))
             isw = torch.cat([isw, torch.ones(n_old, device=dev)])
         logits, h, adapted = brain.actor.logits_and_features(obs, mask)
