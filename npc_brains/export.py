@@ -16,11 +16,13 @@ extra and are imported only here, only when asked for.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from npc_brains.personality import NEUTRAL_TRAIT, TRAIT_COLUMNS, check_personality, check_traits, trait_columns
 from npc_brains.policy_api import PolicyOutput
 from npc_brains.runtime import tempered_probs
 from worlds.atomic import write_atomically
@@ -64,7 +66,7 @@ class _Exported:
     that `_actor_graph` does not know."""
 
     @staticmethod
-    def build(actor: Any) -> Any:
+    def build(actor: Any, personality: tuple[float, np.ndarray] | None = None) -> Any:
         import torch
 
         class ActorGraph(torch.nn.Module):
@@ -74,6 +76,11 @@ class _Exported:
 
             def forward(self, obs: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                 logits = self.actor(obs, mask)
+                if personality is not None:  # npc_brains.personality, baked in
+                    strength, keep = personality
+                    keep_t = torch.from_numpy(keep)
+                    ref = self.actor(obs * keep_t + (1 - keep_t) * NEUTRAL_TRAIT, mask)
+                    logits = ref + strength * (logits - ref)
                 return torch.softmax(logits, -1), logits.argmax(-1)
 
         return ActorGraph().eval()
@@ -104,7 +111,7 @@ class _GraphBuilder:
         return out
 
 
-def _actor_graph(actor: Any, opset: int) -> Any:
+def _actor_graph(actor: Any, opset: int, personality: tuple[float, np.ndarray] | None = None) -> Any:
     """The actor of npc_brains/networks.py written as a graph by hand, or None for another actor class.
 
     Torch's tracer writes each tensor operation of the Python forward as it comes (some 40 nodes after
@@ -126,18 +133,23 @@ def _actor_graph(actor: Any, opset: int) -> Any:
         return t.detach().cpu().numpy().astype(np.float32)
 
     g = _GraphBuilder()
+    x = "obs"
+    if personality is not None:  # npc_brains.personality: each row and its neutral villager in one batch
+        keep = personality[1]
+        neutral = g.op("Add", [g.op("Mul", ["obs", g.const(keep[None])]), g.const((1 - keep[None]) * NEUTRAL_TRAIT)])
+        x = g.op("Concat", ["obs", neutral], axis=0)
     enc = actor.encoder
-    h = g.op("Tanh", [g.op("Gemm", ["obs", g.const(w(enc.l1.weight)), g.const(w(enc.l1.bias))], transB=1)])
+    h = g.op("Tanh", [g.op("Gemm", [x, g.const(w(enc.l1.weight)), g.const(w(enc.l1.bias))], transB=1)])
     h = g.op("Tanh", [g.op("Gemm", [h, g.const(w(enc.l2.weight)), g.const(w(enc.l2.bias))], transB=1)])
     hidden = spec.hidden
     shift_bias = np.zeros(hidden, np.float32)  # what `adapted` lacks: added by every consumer's bias instead
     if actor.film is not None:
         idx = [int(i) for i in spec.cond_index]
         if idx == list(range(idx[0], idx[0] + len(idx))):
-            cond = g.op("Slice", ["obs", g.const([idx[0]], np.int64), g.const([idx[-1] + 1], np.int64),
+            cond = g.op("Slice", [x, g.const([idx[0]], np.int64), g.const([idx[-1] + 1], np.int64),
                                   g.const([1], np.int64)])
         else:
-            cond = g.op("Gather", ["obs", g.const(idx, np.int64)], axis=1)
+            cond = g.op("Gather", [x, g.const(idx, np.int64)], axis=1)
         fw, fb = w(actor.film.lin.weight), w(actor.film.lin.bias)
         scaled = g.op("Mul", [h, g.op("Gemm", [cond, g.const(fw[:hidden]), g.const(fb[:hidden] + 1)], transB=1)])
         adapted = g.op("Gemm", [cond, g.const(fw[hidden:]), scaled], transB=1)  # h * (1 + gamma) + beta - b
@@ -154,7 +166,7 @@ def _actor_graph(actor: Any, opset: int) -> Any:
         slot_hidden = self_w.shape[0]
         per_self = g.op("Gemm", [adapted, g.const(self_w), g.const(w(sh.from_self.bias) + self_w @ shift_bias
                                                                    + w(sh.from_slot.bias))], transB=1)
-        cols = g.op("Slice", ["obs", g.const([offset], np.int64), g.const([offset + slots * feats], np.int64),
+        cols = g.op("Slice", [x, g.const([offset], np.int64), g.const([offset + slots * feats], np.int64),
                               g.const([1], np.int64)])
         per_slot = g.op("Gemm", [g.op("Reshape", [cols, g.const([-1, feats], np.int64)]),
                                  g.const(w(sh.from_slot.weight))], transB=1)  # (rows x slots, slot_hidden)
@@ -172,6 +184,13 @@ def _actor_graph(actor: Any, opset: int) -> Any:
         logits = g.op("Gemm", [z, g.const(block), untargeted_logits])
     from npc_brains.runtime import MASKED_LOGIT
 
+    if personality is not None:  # own and neutral halves: neutral + S * (own - neutral)
+        from onnx import helper as onnx_helper
+
+        own, ref = "logits_own", "logits_neutral"
+        attrs = {"num_outputs": 2} if opset >= 18 else {}
+        g.nodes.append(onnx_helper.make_node("Split", [logits], [own, ref], axis=0, **attrs))
+        logits = g.op("Add", [ref, g.op("Mul", [g.op("Sub", [own, ref]), g.const(personality[0])])])
     masked = g.op("Where", ["mask", logits, g.const(MASKED_LOGIT)])
     g.op("Softmax", [masked], "probs", axis=-1)
     g.op("ArgMax", [masked], "action", axis=-1, keepdims=0)
@@ -186,9 +205,10 @@ def _actor_graph(actor: Any, opset: int) -> Any:
     return model
 
 
-def metadata(policy: Any, opset: int) -> dict[str, str]:
+def metadata(policy: Any, opset: int, strength: float = 1.0, traits: Sequence[str] = TRAIT_COLUMNS) -> dict[str, str]:
     spec = policy.spec
     return {
+        "village.personality_strength": repr(float(strength)), "village.personality_traits": json.dumps(list(traits)),
         "village.format": "village-npc-actor/1", "village.policy": str(policy.name),
         "village.env_id": str(policy.env_id), "village.protocol_version": str(BRIDGE_PROTOCOL_VERSION),
         "village.obs_dim": str(spec.obs_dim), "village.n_actions": str(spec.n_actions),
@@ -200,20 +220,37 @@ def metadata(policy: Any, opset: int) -> dict[str, str]:
     }
 
 
-def export_bytes(policy: Any, opset: int = DEFAULT_OPSET) -> bytes:
-    """The ONNX model of `policy`'s actor (a loaded policy, a checkpoint path or 'default') as bytes."""
+def export_bytes(policy: Any, opset: int = DEFAULT_OPSET, *, personality_strength: float = 1.0,
+                 personality_traits: Any = None) -> bytes:
+    """The ONNX model of `policy`'s actor (a loaded policy, a checkpoint path or 'default') as bytes; at a
+    personality strength other than 1 the graph computes npc_brains.personality's logits itself (twice the rows
+    inside, the same inputs and outputs)."""
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise ExportError(f"--opset: expected {MIN_OPSET}..{MAX_OPSET} (15 for Unity Sentis and Unreal NNE), "
                           f"got {opset}")
+    try:
+        strength = check_personality(personality_strength, "--personality-strength")
+        traits = check_traits(personality_traits, "--personality-traits")
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
     onnx = _need("onnx")
     import io
 
     import torch
 
     tp = _torch_policy(policy)
-    model = _actor_graph(tp.actor, opset)
+    personality = None
+    if strength != 1.0:
+        try:
+            cols = trait_columns(tp.observation_layout, "--personality-strength", traits)
+        except ValueError as exc:
+            raise ExportError(str(exc)) from None
+        keep = np.ones(tp.spec.obs_dim, np.float32)
+        keep[cols] = 0.0
+        personality = (strength, keep)
+    model = _actor_graph(tp.actor, opset, personality)
     if model is None:  # an actor class of its own: traced by torch
-        graph = _Exported.build(tp.actor.cpu())
+        graph = _Exported.build(tp.actor.cpu(), personality)
         obs = torch.zeros((2, tp.spec.obs_dim), dtype=torch.float32)
         mask = torch.ones((2, tp.spec.n_actions), dtype=torch.bool)
         buf = io.BytesIO()
@@ -227,7 +264,7 @@ def export_bytes(policy: Any, opset: int = DEFAULT_OPSET) -> bytes:
                                             "action": {0: "batch"}},
                               opset_version=opset, dynamo=False, do_constant_folding=True)
         model = onnx.load_from_string(buf.getvalue())
-    for key, value in metadata(tp, opset).items():
+    for key, value in metadata(tp, opset, strength, traits).items():
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value
     model.producer_name = "village-npc"
@@ -235,9 +272,11 @@ def export_bytes(policy: Any, opset: int = DEFAULT_OPSET) -> bytes:
     return model.SerializeToString()
 
 
-def export_onnx(policy: Any, out: str | Path, opset: int = DEFAULT_OPSET) -> Path:
+def export_onnx(policy: Any, out: str | Path, opset: int = DEFAULT_OPSET, *, personality_strength: float = 1.0,
+                personality_traits: Any = None) -> Path:
     """Write the ONNX model atomically (a temporary file renamed into place); returns the path."""
-    data = export_bytes(policy, opset)
+    data = export_bytes(policy, opset, personality_strength=personality_strength,
+                        personality_traits=personality_traits)
     out = Path(out)
     if out.parent and not out.parent.is_dir():
         raise ExportError(f"--onnx {out}: the directory {out.parent} does not exist")
@@ -278,6 +317,8 @@ class OnnxPolicy:
         self.action_names: list[str] = json.loads(meta["village.action_names"])
         self.observation_layout: list[str] = json.loads(meta["village.observation_layout"])
         self.config = {"tuning": json.loads(meta.get("village.tuning", "{}"))}
+        # a model exported at another personality strength computes it in its graph: it cannot be strengthened again
+        self.baked_personality = float(meta.get("village.personality_strength", "1.0"))
         self.rng = np.random.default_rng(seed)
         self._run = self.session.run
 

@@ -86,10 +86,14 @@ def guidable(policy: Any, name: str = "personality_strength", traits: Sequence[s
     """The columns of `traits` of a policy whose personality can be played more or less strongly; ValueError
     (starting with `name`) for one without learned probabilities (the scripted rules, random actions) or trait
     columns."""
+    who = getattr(policy, "name", type(policy).__name__)
     if not hasattr(policy, "temperature"):
-        who = getattr(policy, "name", type(policy).__name__)
         raise ValueError(f"{name}: {who} has no learned personality to play more or less strongly (expected a "
                          f"trained policy)")
+    baked = getattr(policy, "baked_personality", 1.0)
+    if baked != 1.0:
+        raise ValueError(f"{name}: {who} was exported at personality strength {baked:g}, computed in its graph; "
+                         f"export it at 1 (the default) to vary the strength")
     return trait_columns(getattr(policy, "observation_layout", ()), name, traits)
 
 

@@ -15,9 +15,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to write the ONNX model (written atomically: a temporary file renamed into "
                              "place). Inputs obs float32 [batch, obs_dim] and mask bool [batch, n_actions]; "
                              "outputs probs float32 [batch, n_actions] and action int64 [batch]")
+    parser.add_argument("--personality-strength", default="1", metavar="S",
+                        help="bake a personality strength into the graph: each NPC's logits S times as far from a "
+                             "neutral villager's (npc_brains.personality; twice the rows inside, the same inputs "
+                             "and outputs) (default: %(default)s, the trained network)")
+    parser.add_argument("--personality-traits", default=None, metavar="T,...",
+                        help="with --personality-strength: the traits it strengthens (default: all five)")
     parser.add_argument("--opset", type=int, default=15,
                         help="ONNX opset of the graph, 13..20; 15 is read by Unity Sentis and Unreal NNE "
                              "(default: %(default)s)")
+
+
+def float_or_none(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,11 +43,16 @@ def run(args: argparse.Namespace) -> int:
     from npc_brains.export import ExportError, OnnxPolicy, export_onnx
 
     try:
-        out = export_onnx(args.policy, args.onnx, args.opset)
+        if args.personality_traits is not None and float_or_none(args.personality_strength) == 1.0:
+            raise UserError("--personality-traits: it sets which traits --personality-strength strengthens; expected "
+                            "a strength other than 1 with it")
+        out = export_onnx(args.policy, args.onnx, args.opset, personality_strength=args.personality_strength,
+                          personality_traits=args.personality_traits)
         model = OnnxPolicy(out)  # read back: what an engine will load
     except ExportError as exc:
         raise UserError(str(exc)) from None
-    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB, opset {args.opset}): policy {model.name!r}, "
+    at = "" if model.baked_personality == 1.0 else f" at personality strength {model.baked_personality:g}"
+    print(f"wrote {out} ({out.stat().st_size / 1024:.0f} KiB, opset {args.opset}): policy {model.name!r}{at}, "
           f"obs_dim {model.obs_dim}, {model.n_actions} actions; inputs obs, mask; outputs probs, action; "
           "layout and action names in its metadata")
     return 0

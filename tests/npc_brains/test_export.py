@@ -128,6 +128,36 @@ def test_the_written_graph_equals_the_traced_one(recorded):
     assert len(onnx.load_from_string(traced).graph.node) > len(written.graph.node)
 
 
+@pytest.mark.parametrize(("opset", "traits"), [(15, None), (18, "sociability,diligence")])
+def test_a_baked_personality_strength_computes_what_the_runtime_does(recorded, opset, traits):
+    """`village export --personality-strength S`: the graph's probabilities are npc_brains.personality's, written
+    by hand and traced alike, the inputs and outputs unchanged; such a model cannot be strengthened again."""
+    from npc_brains.export import export_bytes
+    from npc_brains.networks import Actor
+    from npc_brains.personality import PersonalityStrength, with_personality_strength
+    from npc_brains.resolve import load_policy as load_torch
+
+    obs, mask = recorded[0][:1500], recorded[1][:1500]
+    want = PersonalityStrength(load_policy("default"), 2.5, traits=traits).guided_probs(obs, mask)
+    tp = load_torch("default", backend="torch")
+    written = export_bytes(tp, opset, personality_strength=2.5, personality_traits=traits)
+    tp.actor.__class__ = type("OtherActor", (Actor,), {})  # traced by torch
+    traced = export_bytes(tp, opset, personality_strength=2.5, personality_traits=traits)
+    for model in (written, traced):
+        policy = OnnxPolicy(model)
+        out = policy.act(obs, mask, deterministic=True, with_probs=True)
+        assert np.abs(out.probs - want).max() < 1e-4 and np.array_equal(out.actions, want.argmax(1))
+        assert [i.name for i in policy.session.get_inputs()] == ["obs", "mask"]
+        assert policy.baked_personality == 2.5
+        assert json.loads(policy.meta["village.personality_traits"]) == (
+            ["sociability", "diligence"] if traits else ["bravery", "aggression", "empathy", "sociability",
+                                                         "diligence"])
+        with pytest.raises(ValueError, match="was exported at personality strength 2.5"):
+            with_personality_strength(policy, 2.0)
+    plain = OnnxPolicy(export_bytes("default"))
+    assert plain.baked_personality == 1.0 and plain.meta["village.personality_strength"] == "1.0"
+
+
 def test_baselines_and_foreign_files_are_clear_errors(tmp_path):
     from npc_brains.baselines import ScriptedPolicy
 
@@ -148,8 +178,13 @@ def test_village_export_command(tmp_path):
     out = _village("export", "--onnx", str(tmp_path / "p.onnx"))
     assert out.returncode == 0 and "opset 15" in out.stdout, out.stderr
     assert OnnxPolicy(tmp_path / "p.onnx").n_actions == 29
+    strong = _village("export", "--onnx", str(tmp_path / "s.onnx"), "--personality-strength", "2")
+    assert strong.returncode == 0 and "at personality strength 2" in strong.stdout, strong.stderr
     for args, needle in ((["--policy", "scripted"], "baseline has no network"), (["--opset", "9"], "--opset"),
-                         (["--policy", str(tmp_path / "none.pt")], "cannot load policy")):
+                         (["--policy", str(tmp_path / "none.pt")], "cannot load policy"),
+                         (["--personality-strength", "-1"], "--personality-strength: expected a number"),
+                         (["--personality-traits", "empathy"], "--personality-traits: it sets which traits"),
+                         (["--personality-strength", "2", "--personality-traits", "wit"], "--personality-traits")):
         bad = _village("export", "--onnx", str(tmp_path / "q.onnx"), *args)
         assert bad.returncode == 2 and needle in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
     assert not (tmp_path / "q.onnx").exists()
