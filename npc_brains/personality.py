@@ -170,6 +170,6 @@ def with_personality_strength(policy: Any, strength: Any, *, seed: int | None = 
     starting with `name`, the flag or field) for a bad strength or a policy without a learned personality."""
     s = check_personality(strength, name)
     if s == 1.0:
-        guidable(policy, name)  # the same errors as any other strength
+        guidable(policy, name, check_traits(traits))  # the same errors as any other strength
         return policy
     return PersonalityStrength(policy, s, seed=seed, name=name, traits=traits)
