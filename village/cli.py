@@ -64,6 +64,21 @@ def apply_temperature(policy: object, temperature: float, flag: str = "--tempera
         raise UserError(str(exc)) from None
 
 
+def add_personality_arguments(parser: argparse.ArgumentParser, who: str, *, default: str | None = None,
+                              note: str = "") -> None:
+    """--personality-strength and --personality-traits, explained once: `who` plays its learned personalities S
+    times as strongly; `note` adds what this command does with them (recorded, baked in, ...)."""
+    parser.add_argument("--personality-strength", default=default, metavar="S",
+                        help=f"{who} play their learned personalities S times as strongly: each NPC's logits move S "
+                             "times as far from a neutral villager's (every trait 0.5) as the network puts them, so "
+                             "above 1 the timid flee sooner and the sociable talk more, and 0 plays everyone as the "
+                             f"neutral villager of its role; 0 to 10 (npc_brains.personality){note} (default: 1, as "
+                             "trained)")
+    parser.add_argument("--personality-traits", default=None, metavar="T,...",
+                        help="with --personality-strength: the traits it strengthens, e.g. sociability,diligence "
+                             "for the everyday personality alone, the others pulling as trained (default: all five)")
+
+
 def personality_strength_flag(text: str | None, flag: str = "--personality-strength") -> float | None:
     """A personality strength flag's value (None when not given); UserError, one line naming `flag`, otherwise."""
     if text is None:

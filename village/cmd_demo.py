@@ -12,6 +12,7 @@ from typing import Any
 
 from village.cli import (
     UserError,
+    add_personality_arguments,
     apply_temperature,
     personality_flag,
     personality_strength_flag,
@@ -34,11 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sample a trained policy's actions from softmax(logits / T) instead of taking each "
                              "NPC's most likely action (the demo's default): below 1 NPCs follow their preferences "
                              "more closely, 1 as trained, above 1 less; seeded by --seed (default: most likely)")
-    parser.add_argument("--personality-strength", default=None, metavar="S",
-                        help="a trained policy's NPCs play their learned personalities S times as strongly (0 to "
-                             "10; default: 1, as trained)")
-    parser.add_argument("--personality-traits", default=None, metavar="T,...",
-                        help="with --personality-strength: the traits it strengthens (default: all five)")
+    add_personality_arguments(parser, "a trained policy's NPCs")
     parser.add_argument("--scenario", choices=("auto", "world", "random_kill", "none"), default="auto",
                         help="world: the world file's events; random_kill: the player kills a random villager "
                              "at a random tick; auto: world if the file has events, else random_kill "

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from village.cli import UserError
+from village.cli import UserError, add_personality_arguments
 
 DEFAULT_SEEDS = 32
 
@@ -63,14 +63,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sample every network (the policy, mappo, random_init) from softmax(logits / T): "
                              "below 1 NPCs follow their preferences more closely, above 1 less; the rules and "
                              "random actions have none (default: 1, as trained)")
-    parser.add_argument("--personality-strength", default=None, metavar="S",
-                        help="play every network's (the policy's, mappo's, random_init's) learned personalities S "
-                             "times as strongly: each NPC's logits move S times as far from those of a neutral "
-                             "villager (every trait 0.5) as the network puts them; 0 to 10 (default: 1, as "
-                             "trained; npc_brains.personality)")
-    parser.add_argument("--personality-traits", default=None, metavar="T,...",
-                        help="with --personality-strength: the traits it strengthens, e.g. sociability,diligence "
-                             "for the everyday personality alone (default: all five)")
+    add_personality_arguments(parser, "every network's (the policy's, mappo's, random_init's) NPCs",
+                              note="; with --deterministic too")
     parser.add_argument("--json", action="store_true",
                         help="end the output with one line of JSON: {policy: {metric: value, ...}, ...}")
     parser.add_argument("--out", metavar="DIR",

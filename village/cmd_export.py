@@ -8,6 +8,8 @@ from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from village.cli import add_personality_arguments
+
     parser.add_argument("--policy", default="default",
                         help="the trained policy to export: a checkpoint or policy file, or default (the bundled "
                              "trained policy); scripted and random have no network (default: %(default)s)")
@@ -15,12 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where to write the ONNX model (written atomically: a temporary file renamed into "
                              "place). Inputs obs float32 [batch, obs_dim] and mask bool [batch, n_actions]; "
                              "outputs probs float32 [batch, n_actions] and action int64 [batch]")
-    parser.add_argument("--personality-strength", default="1", metavar="S",
-                        help="bake a personality strength into the graph: each NPC's logits S times as far from a "
-                             "neutral villager's (npc_brains.personality; twice the rows inside, the same inputs "
-                             "and outputs) (default: %(default)s, the trained network)")
-    parser.add_argument("--personality-traits", default=None, metavar="T,...",
-                        help="with --personality-strength: the traits it strengthens (default: all five)")
+    add_personality_arguments(parser, "the exported graph's NPCs", default="1",
+                              note="; baked into the graph: twice the rows inside, the same inputs and outputs")
     parser.add_argument("--opset", type=int, default=15,
                         help="ONNX opset of the graph, 13..20; 15 is read by Unity Sentis and Unreal NNE "
                              "(default: %(default)s)")

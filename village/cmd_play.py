@@ -12,7 +12,13 @@ import os
 import sys
 from pathlib import Path
 
-from village.cli import UserError, personality_strength_flag, personality_traits_flag, temperature_flag
+from village.cli import (
+    UserError,
+    add_personality_arguments,
+    personality_strength_flag,
+    personality_traits_flag,
+    temperature_flag,
+)
 
 SCREEN_MIN, SCREEN_MAX = 640, 4096
 
@@ -53,13 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a trained policy samples from softmax(logits / T): below 1 NPCs follow their "
                              "preferences more closely, above 1 less; recorded in sessions (default: 1, as "
                              "trained, or the replayed session's)")
-    parser.add_argument("--personality-strength", default=None, metavar="S",
-                        help="a trained policy's NPCs play their learned personalities S times as strongly (0 to "
-                             "10): the timid flee sooner, the sociable talk more; recorded in sessions (default: 1, "
-                             "as trained, or the replayed session's)")
-    parser.add_argument("--personality-traits", default=None, metavar="T,...",
-                        help="with --personality-strength: the traits it strengthens, e.g. sociability,diligence "
-                             "for the everyday personality alone; recorded in sessions (default: all five)")
+    add_personality_arguments(parser, "a trained policy's NPCs", note="; recorded in sessions (a replay plays at its "
+                              "session's unless given)")
     parser.add_argument("--scenario", choices=("world", "none"), default=None,
                         help="world: run the world file's scripted events (e.g. village-v1's killing at tick "
                              "30); none: only what you do (default: world)")

@@ -11,6 +11,8 @@ from typing import Any
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from village.cli import add_personality_arguments
+
     parser.add_argument("--policy", default="default",
                         help="scripted, random, default (the bundled trained policy) or a checkpoint path "
                              "(default: %(default)s)")
@@ -60,14 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sample the trained policy from softmax(logits / T) for requests and sessions that "
                              "name no temperature: below 1 NPCs follow their preferences more closely, above 1 "
                              "less (docs/protocol.md; default: %(default)s, as trained)")
-    parser.add_argument("--personality-strength", default="1", metavar="S",
-                        help="play each NPC's learned personality S times as strongly (0 to 10) for requests and "
-                             "sessions that name no strength: its logits move S times as far from a neutral "
-                             "villager's as the network puts them (docs/protocol.md; default: %(default)s, as "
-                             "trained)")
-    parser.add_argument("--personality-traits", default=None, metavar="T,...",
-                        help="the traits every personality strength acts on (the server's and the requests'), e.g. "
-                             "sociability,diligence for the everyday personality alone (default: all five)")
+    add_personality_arguments(parser, "requests and sessions that name no strength", default="1",
+                              note="; a request or session may name its own; the traits hold for every strength "
+                              "(docs/protocol.md)")
     parser.add_argument("--slots", type=int, default=4, help="observation slots K (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the baseline policies (default: %(default)s)")
     parser.add_argument("--curve-secret", type=Path, default=None,
