@@ -32,6 +32,17 @@ _DIRECTIONS = {
 }
 
 
+def _brace(event: pygame.event.Event) -> str | None:
+    """The brace a key press types, `{` or `}` (Shift+[ or Shift+] on a US layout, AltGr+7 or AltGr+0 on a German
+    one), else None: `[` and `]` alone are the temperature keys."""
+    typed = getattr(event, "unicode", "")
+    if typed in ("{", "}"):
+        return typed
+    if event.key in (pygame.K_LEFTBRACKET, pygame.K_RIGHTBRACKET) and event.mod & pygame.KMOD_SHIFT:
+        return "}" if event.key == pygame.K_RIGHTBRACKET else "{"  # a platform that leaves unicode empty
+    return None
+
+
 def init_pygame(size: tuple[int, int], *, headless: bool) -> pygame.Surface:
     """Initialise only what the sandbox uses (display, fonts) and open the window (or a dummy one)."""
     if headless:
@@ -178,8 +189,11 @@ class SandboxApp:
     def _key(self, event: pygame.event.Event) -> None:
         ui, model, key = self.ui, self.model, event.key
         ctrl = bool(event.mod & pygame.KMOD_CTRL)
+        brace = _brace(event)
         if key in _DIRECTIONS and not ctrl:
             ui.held.add(key)
+        elif brace is not None:  # before the keys it is typed with (Shift+[, AltGr+7, ...)
+            model.shift_personality_strength(1 if brace == "}" else -1)
         elif ctrl and key == pygame.K_q:
             ui.running = False
         elif ctrl and key == pygame.K_s:

@@ -2,9 +2,9 @@
 
 It owns no game logic. Each tick asks the policy for every NPC's action and calls `VillageSim.step`;
 every player order goes through `VillageSim.command` (the engine's command queue), exactly as in
-training and in the bridge. Edits make a new `WorldSpec` and rebuild the simulation from it. The one
-sandbox-level order, a trained policy's sampling temperature, never reaches the engine: it is set on the
-policy at a tick boundary and logged beside the commands, so a replay samples the same way.
+training and in the bridge. Edits make a new `WorldSpec` and rebuild the simulation from it. The
+sandbox-level orders, a trained policy's sampling temperature and its personality strength, never reach the
+engine: they are set on the policy at a tick boundary and logged beside the commands, so a replay acts the same way.
 """
 
 from __future__ import annotations
@@ -20,11 +20,18 @@ from engine.events import Event, Message
 from engine.policy_api import Policy
 from engine.sim import COMMAND_OPS, VillageSim
 from npc_brains import PolicyError, policy_slots, policy_tuning
+from npc_brains.personality import (
+    PersonalityStrength,
+    check_personality,
+    check_traits,
+    guidable,
+    with_personality_strength,
+)
 from npc_brains.runtime import set_temperature
 from sandbox import editor
 from sandbox.feed import EDIT, INFO, Feed
 from sandbox.policy import PolicySource, resolve_policy
-from sandbox.session import TEMPERATURE_OP, CommandRecord, Session, state_digest
+from sandbox.session import PERSONALITY_OP, TEMPERATURE_OP, CommandRecord, Session, state_digest
 from worlds import ROLES, WorldError, WorldSpec, load_world, save_world
 
 SCENARIOS = ("world", "none")
@@ -34,15 +41,18 @@ STEER_AHEAD = 2.5  # map units ahead of the player a held direction key walks to
 # The temperatures `[` and `]` step through: 1 samples as trained, lower follows each NPC's preferences more
 # closely (0.1 is nearly always the most likely action), 2 is noticeably more random.
 TEMPERATURE_LADDER = (0.1, 0.25, 0.5, 1.0, 2.0)
+# The personality strengths `{` and `}` step through: 1 plays the trained policy, 0 everyone as a neutral villager of
+# its role, 3 each NPC's own traits three times as strongly (npc_brains.personality).
+PERSONALITY_LADDER = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)
 
 
-def ladder_step(current: float | None, direction: int) -> float:
-    """The next temperature on TEMPERATURE_LADDER above (`direction` > 0) or below `current` (None: 1); `current`
-    itself at the ladder's end. A T off the ladder (a `--temperature 0.3` start) steps to the nearest rung."""
-    t = 1.0 if current is None else current
+def ladder_step(current: float | None, direction: int, ladder: tuple[float, ...] = TEMPERATURE_LADDER) -> float:
+    """The next rung of `ladder` above (`direction` > 0) or below `current` (None: 1, as trained); `current` itself
+    at the ladder's end. A start off the ladder (a `--temperature 0.3`) steps to the nearest rung."""
+    now = 1.0 if current is None else current
     if direction > 0:
-        return min((rung for rung in TEMPERATURE_LADDER if rung > t), default=t)
-    return max((rung for rung in TEMPERATURE_LADDER if rung < t), default=t)
+        return min((rung for rung in ladder if rung > now), default=now)
+    return max((rung for rung in ladder if rung < now), default=now)
 
 
 class SandboxModel:
@@ -60,7 +70,9 @@ class SandboxModel:
         # every (re)start goes back to: changes during a run are commands, and a restart clears the commands
         self.start_temperature = temperature
         self.temperature = temperature
-        # how strongly a trained policy's NPCs play their personalities (npc_brains.personality); None: 1, as trained
+        # how strongly a trained policy's NPCs play their personalities (npc_brains.personality; None: 1, as
+        # trained) now, and the run's starting strength, which every (re)start goes back to, as for T
+        self.start_personality_strength = personality_strength
         self.personality_strength = personality_strength
         self.personality_traits = personality_traits  # the traits it acts on; None: all five
         self.scenario = scenario
@@ -85,6 +97,8 @@ class SandboxModel:
             self.seed = int(seed)
         changed_temperature = self.temperature != self.start_temperature
         self.temperature = self.start_temperature
+        changed_strength = self.personality_strength != self.start_personality_strength
+        self.personality_strength = self.start_personality_strength
         self.policy = self.source.make(self.seed, self.slots)
         if self.temperature is not None or hasattr(self.policy, "temperature"):
             # set every run (None: back to 1), since a policy object may be shared between runs
@@ -93,8 +107,6 @@ class SandboxModel:
             except ValueError as exc:
                 raise PolicyError(str(exc)) from None
         if self.personality_strength is not None:  # after T: the wrapper holds the temperature from now on
-            from npc_brains.personality import with_personality_strength
-
             try:
                 self.policy = with_personality_strength(self.policy, self.personality_strength, seed=self.seed,
                                                         name="--personality-strength", traits=self.personality_traits)
@@ -112,6 +124,9 @@ class SandboxModel:
         self.feed.reset()
         if changed_temperature:
             self.feed.note(0, f"temperature back to {_shown(self.temperature)}, the run's start", INFO)
+        if changed_strength:
+            self.feed.note(0, f"personality strength back to {_shown(self.personality_strength)}, the run's start",
+                           INFO)
         self.news: dict[tuple[int, int], Message] = {}  # (receiver, subject) -> how it first learned
         self.recent: dict[int, deque[Event]] = {}  # NPC -> its latest reaction events
         if self.script or self.replaying:
@@ -164,10 +179,12 @@ class SandboxModel:
                 self.feed.note(self.tick, f"script: skipped {record.op} planned for tick {record.tick}", INFO)
                 continue
             try:
+                # A policy without probabilities ignores T and has no learned personality, so the run (and a
+                # replay's digest) is the same without such a record: a note, not an error that stops the replay.
                 if record.op == TEMPERATURE_OP:
-                    # A policy without probabilities ignores T, so the run (and a replay's digest) is the same
-                    # without the record: a note, not an error that would stop the replay.
                     self._apply_temperature(record.value)
+                elif record.op == PERSONALITY_OP:
+                    self._apply_personality_strength(record.value)
                 else:
                     self._send(record)
             except ValueError as exc:
@@ -257,6 +274,73 @@ class SandboxModel:
         self.commands.append(CommandRecord(self.tick, TEMPERATURE_OP, value=self.temperature))
         self.feed.note(self.tick, f"temperature {_shown(self.temperature)} (was {_shown(was)})", INFO)
 
+    # ------------------------------------------------------------------ personality strength
+    @property
+    def has_personality(self) -> bool:
+        """Whether the policy has a learned personality that `{` and `}` can play more or less strongly."""
+        return self._personality_refusal() is None
+
+    def set_personality_strength(self, value: float) -> bool:
+        """Play the NPCs' personalities at strength `value` from this tick on (before the policy acts), logged as a
+        command so that a saved session replays it. False, with a feed note, where it cannot apply (a replay, a
+        policy without a learned personality, the same strength)."""
+        if self.replaying:
+            self.feed.note(self.tick, "replaying: player input is ignored", INFO)
+            return False
+        try:
+            if self.has_personality and value == _strength(self.personality_strength):
+                return False  # nothing changes, so nothing to log
+            self._apply_personality_strength(value)
+        except ValueError as exc:
+            self.feed.note(self.tick, str(exc), INFO)
+            return False
+        return True
+
+    def shift_personality_strength(self, direction: int) -> bool:
+        """`}` (direction 1) and `{` (-1): the next strength on the ladder; at its end, a note and no change."""
+        new = ladder_step(self.personality_strength, direction, PERSONALITY_LADDER)
+        if new == _strength(self.personality_strength) and self.has_personality and not self.replaying:
+            end = "highest" if direction > 0 else "lowest"
+            self.feed.note(self.tick, f"personality strength: already at the {end} step "
+                                      f"({_shown(self.personality_strength)})", INFO)
+            return False
+        return self.set_personality_strength(new)
+
+    def _apply_personality_strength(self, value: float | None) -> None:
+        """Set the strength on the policy now and log it; ValueError (one line) for a bad strength or a policy
+        without a learned personality.
+
+        A run started at strength 1 (or none) plays the policy itself; the first change wraps it in a
+        `PersonalityStrength` seeded from the run's seed, which samples with its own RNG away from 1 and with the
+        policy's at 1, and holds the temperature from then on. The wrapper is made even for a value of 1: a replay
+        applies only the last of several presses before one tick, so it must reach the state the presses reached
+        (wrapped, its RNG unused) whatever the last value is."""
+        s = check_personality(value, PERSONALITY_OP)
+        refusal = self._personality_refusal()
+        if refusal is not None:
+            raise ValueError(refusal)
+        if isinstance(self.policy, PersonalityStrength):
+            self.policy.strength = s
+        else:
+            self.policy = PersonalityStrength(self.policy, s, seed=self.seed, name=PERSONALITY_OP,
+                                              traits=self.personality_traits)
+        was, self.personality_strength = self.personality_strength, s
+        last = self.commands[-1] if self.commands else None
+        if last is not None and last.op == PERSONALITY_OP and last.tick == self.tick:
+            self.commands.pop()  # several presses before one tick: only the last one matters to a replay
+        self.commands.append(CommandRecord(self.tick, PERSONALITY_OP, value=s))
+        self.feed.note(self.tick, f"personality strength {_shown(s)} (was {_shown(was)})", INFO)
+
+    def _personality_refusal(self) -> str | None:
+        """Why the policy's personality cannot be played more or less strongly (one line), or None if it can."""
+        if isinstance(self.policy, PersonalityStrength):
+            return None
+        try:
+            guidable(self.policy, PERSONALITY_OP, check_traits(self.personality_traits))
+        except ValueError as exc:
+            return f"{exc}; the run is unchanged"
+        return None
+
     def steer_player(self, dx: float, dy: float) -> None:
         """Called once per tick with the held direction: walk ahead while held, stop when released."""
         p = self.player
@@ -339,9 +423,9 @@ class SandboxModel:
     # ------------------------------------------------------------------ sessions
     def session(self) -> Session:
         """Everything needed to replay the current run from tick 0."""
-        # the starting T: the changes since are in `commands`, at their ticks
+        # the starting T and strength: the changes since are in `commands`, at their ticks
         return Session(commands=list(self.commands), seed=self.seed, policy=self.source.spec,
-                       temperature=self.start_temperature, personality_strength=self.personality_strength,
+                       temperature=self.start_temperature, personality_strength=self.start_personality_strength,
                        personality_traits=self.personality_traits,
                        scenario=self.scenario, slots=self.slots,
                        ticks=self.tick, digest=state_digest(self.sim.state), world_ref=self.world_ref, world=self.spec)
@@ -358,7 +442,7 @@ class SandboxModel:
         if session.slots is not None:
             self.slots = session.slots
         self.start_temperature = self.temperature = session.temperature
-        self.personality_strength = session.personality_strength
+        self.start_personality_strength = self.personality_strength = session.personality_strength
         self.personality_traits = session.personality_traits
         self.rebuild(seed=session.seed if session.seed is not None else self.seed)
         self.load_script(session)
@@ -372,5 +456,10 @@ class SandboxModel:
         return state_digest(self.sim.state)
 
 
-def _shown(temperature: float | None) -> str:
-    return "1" if temperature is None else f"{temperature:g}"  # None samples as trained, which is T = 1
+def _strength(value: float | None) -> float:
+    return 1.0 if value is None else value  # None plays as trained: T = 1, strength 1
+
+
+def _shown(value: float | None) -> str:
+    """A temperature or a personality strength as the feed writes it."""
+    return f"{_strength(value):g}"

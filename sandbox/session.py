@@ -23,6 +23,10 @@ says whether it did. A command script (`--script`) is the same format with only 
     tick = 40
     op = "temperature"   # a sandbox op, not an engine command: the trained policy samples at `value` from here
     value = 0.5
+    [[commands]]
+    tick = 50
+    op = "personality_strength"   # a sandbox op: the NPCs play their personalities `value` times as strongly
+    value = 2.0
 
 TOML (`.toml`) or JSON (`.json`), chosen by the file's extension.
 """
@@ -47,9 +51,11 @@ _TOP_KEYS = ("format", "seed", "policy", "temperature", "personality_strength", 
              "slots", "ticks", "digest", "world_ref", "world", "commands")
 _COMMAND_KEYS = ("tick", "op", "actor", "target", "x", "y", "value")
 TEMPERATURE_OP = "temperature"  # the `[` / `]` keys: the policy's sampling temperature from that tick on
-# Ops a session may hold: the engine's commands (sent through VillageSim.command) and the sandbox's own, which
-# change how the policy acts and never reach the engine.
-SESSION_OPS = (*COMMAND_OPS, TEMPERATURE_OP)
+PERSONALITY_OP = "personality_strength"  # the `{` / `}` keys: the policy's personality strength from that tick on
+# The sandbox's own ops, with a `value`: they change how the policy acts and never reach the engine.
+SANDBOX_OPS = (TEMPERATURE_OP, PERSONALITY_OP)
+# Ops a session may hold: the engine's commands (sent through VillageSim.command) and the sandbox's own.
+SESSION_OPS = (*COMMAND_OPS, *SANDBOX_OPS)
 _ENGINE_KEYS = ("actor", "target", "x", "y")  # what only an engine command has
 
 
@@ -59,8 +65,9 @@ class SessionError(ValueError):
 
 @dataclass(frozen=True)
 class CommandRecord:
-    """One player/raider command, applied by the engine at the start of tick `tick`; or, with op "temperature",
-    the policy's new sampling temperature `value` from tick `tick` on (the sandbox applies it, not the engine)."""
+    """One player/raider command, applied by the engine at the start of tick `tick`; or, with op "temperature" or
+    "personality_strength", the policy's new sampling temperature or personality strength `value` from tick `tick`
+    on (the sandbox applies it, not the engine)."""
 
     tick: int
     op: str
@@ -68,10 +75,10 @@ class CommandRecord:
     target: str | None = None
     x: float = 0.0
     y: float = 0.0
-    value: float | None = None  # op "temperature" only
+    value: float | None = None  # the SANDBOX_OPS only
 
     def as_dict(self) -> dict[str, Any]:
-        if self.op == TEMPERATURE_OP:
+        if self.op in SANDBOX_OPS:
             return {"tick": self.tick, "op": self.op, "value": self.value}
         data: dict[str, Any] = {"tick": self.tick, "op": self.op, "actor": self.actor}
         if self.target is not None:
@@ -208,10 +215,11 @@ def _command(item: Any, where: str) -> CommandRecord:
     op = item.get("op")
     if op not in SESSION_OPS:
         raise SessionError(f"{where}.op: expected one of {', '.join(SESSION_OPS)}, got {op!r}")
-    if op == TEMPERATURE_OP:
-        return CommandRecord(tick, op, value=_record_temperature(item, where))
+    if op in SANDBOX_OPS:
+        return CommandRecord(tick, op, value=_record_value(item, op, where))
     if "value" in item:  # refused rather than ignored: a value on an engine command is a mistake worth naming
-        raise SessionError(f"{where}.value: only op {TEMPERATURE_OP!r} takes a value, not {op!r}")
+        raise SessionError(f"{where}.value: only op {TEMPERATURE_OP!r} or {PERSONALITY_OP!r} takes a value, not "
+                           f"{op!r}")
     actor = _opt_str(item, "actor", where, sep=".") or "player"
     target = _opt_str(item, "target", where, sep=".")
     if op in ("kill", "attack", "gift", "talk") and target is None:
@@ -225,21 +233,24 @@ def _command(item: Any, where: str) -> CommandRecord:
     return CommandRecord(tick, op, actor, target, xy[0], xy[1])
 
 
-def _record_temperature(item: dict, where: str) -> float:
-    """A temperature record's `value`; its own keys only, since actor, target, x and y would be silently unused."""
+def _record_value(item: dict, op: str, where: str) -> float:
+    """A temperature or personality strength record's `value`; its own keys only, since actor, target, x and y
+    would be silently unused."""
+    from npc_brains.personality import PERSONALITY_RANGE, check_personality
     from npc_brains.runtime import TEMPERATURE_RANGE, check_temperature
 
+    check, (low, high) = ((check_temperature, TEMPERATURE_RANGE) if op == TEMPERATURE_OP
+                          else (check_personality, PERSONALITY_RANGE))
     extra = [key for key in _ENGINE_KEYS if key in item]
     if extra:
-        raise SessionError(f"{where}.{extra[0]}: op {TEMPERATURE_OP!r} takes only tick and value")
+        raise SessionError(f"{where}.{extra[0]}: op {op!r} takes only tick and value")
     if "value" not in item:
-        low, high = TEMPERATURE_RANGE
-        raise SessionError(f"{where}.value: missing; op {TEMPERATURE_OP!r} needs a number from {low:g} to {high:g}")
+        raise SessionError(f"{where}.value: missing; op {op!r} needs a number from {low:g} to {high:g}")
     value = item["value"]
     try:
-        if isinstance(value, bool):  # float(True) is 1: a bool is a typo, not a temperature
+        if isinstance(value, bool):  # float(True) is 1: a bool is a typo, not a temperature or a strength
             raise ValueError(f"value: expected a number, got {value!r}")
-        return check_temperature(value, "value")
+        return check(value, "value")
     except ValueError as exc:
         raise SessionError(f"{where}.{exc}") from None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sandbox.model import TEMPERATURE_LADDER
+from sandbox.model import PERSONALITY_LADDER, TEMPERATURE_LADDER
 
 # (keys, what they do): the help overlay and docs/sandbox.md list exactly these.
 HELP: tuple[tuple[str, str], ...] = (
@@ -14,6 +14,8 @@ HELP: tuple[tuple[str, str], ...] = (
     ("N or .", "advance one tick (pauses)"),
     ("1 / 2 / 3", "speed 1x / 4x / 16x"),
     ("[ / ]", f"sampling temperature down / up: {', '.join(f'{t:g}' for t in TEMPERATURE_LADDER)} "
+              "(trained policies only)"),
+    ("{ / }", f"personality strength down / up: {', '.join(f'{s:g}' for s in PERSONALITY_LADDER)} "
               "(trained policies only)"),
     ("WASD or arrows", "walk the player"),
     ("Right click", "walk the player to that point"),

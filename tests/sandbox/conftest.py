@@ -50,8 +50,10 @@ def make_app(village):
 
     apps = []
 
-    def make(policy="scripted", seed: int = 0, world=None, size=(1024, 700), temperature=None):
-        model = SandboxModel(world or village, policy=policy, seed=seed, scenario="none", temperature=temperature)
+    def make(policy="scripted", seed: int = 0, world=None, size=(1024, 700), temperature=None,
+             personality_strength=None, personality_traits=None):
+        model = SandboxModel(world or village, policy=policy, seed=seed, scenario="none", temperature=temperature,
+                             personality_strength=personality_strength, personality_traits=personality_traits)
         app = SandboxApp(model, size=size, headless=True)
         app.draw()  # lays out the map so screen <-> world conversions are valid
         apps.append(app)
