@@ -268,11 +268,7 @@ class SandboxModel:
                              "rules and random actions ignore T); the run is unchanged")
         set_temperature(self.policy, value, "temperature")
         was, self.temperature = self.temperature, float(value)
-        last = self.commands[-1] if self.commands else None
-        if last is not None and last.op == TEMPERATURE_OP and last.tick == self.tick:
-            self.commands.pop()  # several presses before one tick: only the last one matters to a replay
-        self.commands.append(CommandRecord(self.tick, TEMPERATURE_OP, value=self.temperature))
-        self.feed.note(self.tick, f"temperature {_shown(self.temperature)} (was {_shown(was)})", INFO)
+        self._record_dial(TEMPERATURE_OP, self.temperature, "temperature", was)
 
     # ------------------------------------------------------------------ personality strength
     @property
@@ -325,11 +321,16 @@ class SandboxModel:
             self.policy = PersonalityStrength(self.policy, s, seed=self.seed, name=PERSONALITY_OP,
                                               traits=self.personality_traits)
         was, self.personality_strength = self.personality_strength, s
+        self._record_dial(PERSONALITY_OP, s, "personality strength", was)
+
+    def _record_dial(self, op: str, value: float, label: str, was: float | None) -> None:
+        """Log a dial's change at this tick as a session record, and say so in the feed. Several presses before
+        one tick leave one record, the last: only it matters to a replay."""
         last = self.commands[-1] if self.commands else None
-        if last is not None and last.op == PERSONALITY_OP and last.tick == self.tick:
-            self.commands.pop()  # several presses before one tick: only the last one matters to a replay
-        self.commands.append(CommandRecord(self.tick, PERSONALITY_OP, value=s))
-        self.feed.note(self.tick, f"personality strength {_shown(s)} (was {_shown(was)})", INFO)
+        if last is not None and last.op == op and last.tick == self.tick:
+            self.commands.pop()
+        self.commands.append(CommandRecord(self.tick, op, value=value))
+        self.feed.note(self.tick, f"{label} {_shown(value)} (was {_shown(was)})", INFO)
 
     def _personality_refusal(self) -> str | None:
         """Why the policy's personality cannot be played more or less strongly (one line), or None if it can."""
