@@ -121,6 +121,9 @@ def _forward_at(policy: Policy, items: list[Item], group: list[int], det: bool, 
                 strength: float | None, results: dict[int, Any], log: Any) -> None:
     """_forward with the policy at `temperature` and personality `strength` for this group (None, or a policy
     without them: as it is), and at its own again after."""
+    if temperature is None and strength is None:  # the usual request: the policy as it is, nothing to build
+        _forward(policy, items, group, det, results, log)
+        return
     changes = {name: value for name, value in (("temperature", temperature), ("strength", strength))
                if value is not None and getattr(policy, name, None) not in (None, value)}
     if not changes:

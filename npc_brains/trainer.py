@@ -491,7 +491,10 @@ class Trainer(RunLoop):
             return self.brain.teacher(obs, mask)
         from npc_brains.personality import NEUTRAL_TRAIT, trait_columns
 
-        cols = torch.as_tensor(trait_columns(self.env.observation_layout, "teacher_personality"), device=obs.device)
+        cols = getattr(self, "_trait_cols", None)
+        if cols is None:  # the layout is fixed for the run: looked up once
+            cols = self._trait_cols = torch.as_tensor(
+                trait_columns(self.env.observation_layout, "teacher_personality"), device=obs.device)
         neutral = obs.clone()
         neutral[:, cols] = NEUTRAL_TRAIT
         both = self.brain.teacher(torch.cat([obs, neutral]), torch.cat([mask, mask]))
