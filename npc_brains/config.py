@@ -112,6 +112,9 @@ class TrainConfig:
     # the teacher's personality strength (npc_brains.personality): its NPCs' logits moved this many times as far from
     # a neutral villager's, so the KL pulls each personality further apart; 1 = the teacher as it is
     teacher_personality: float = 1.0
+    # the traits that strength acts on: "all" or comma-separated names (npc_brains.personality.check_traits); only
+    # these are set to the neutral villager's 0.5 in the teacher's reference observation
+    teacher_personality_traits: str = "all"
     # share of each batch's rows on which the KL to the teacher is evaluated, scaled up by 1 / share so the
     # constraint's expected gradient is the same as on every row; its forward pass costs this share of a full one
     constraint_rows: float = 0.25
@@ -271,6 +274,12 @@ def validate(cfg: TrainConfig) -> None:
     _check(isinstance(cfg.teacher_personality, (int, float)) and not isinstance(cfg.teacher_personality, bool)
            and 0 <= cfg.teacher_personality <= 10, "teacher_personality", "a number from 0 to 10",
            cfg.teacher_personality)
+    from npc_brains.personality import check_traits  # lazily: the config module stays import-light
+
+    try:
+        check_traits(cfg.teacher_personality_traits, "teacher_personality_traits")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     _check(isinstance(cfg.constraint_rows, (int, float)) and not isinstance(cfg.constraint_rows, bool)
            and 0 < cfg.constraint_rows <= 1, "constraint_rows", "a number in (0, 1]", cfg.constraint_rows)
     _check(0 <= cfg.replay_old_frac < 1, "replay_old_frac", "a number in [0, 1)", cfg.replay_old_frac)

@@ -485,16 +485,18 @@ class Trainer(RunLoop):
     @torch.no_grad()
     def _teacher_logits(self, obs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The constraint teacher's masked logits, at its personality strength (`teacher_personality`): the
-        neutral villager's logits plus S times each NPC's difference from them (npc_brains.personality)."""
+        neutral villager's logits (`teacher_personality_traits` at 0.5) plus S times each NPC's difference from them
+        (npc_brains.personality)."""
         strength = self.cfg.teacher_personality
         if strength == 1.0:
             return self.brain.teacher(obs, mask)
-        from npc_brains.personality import NEUTRAL_TRAIT, trait_columns
+        from npc_brains.personality import NEUTRAL_TRAIT, check_traits, trait_columns
 
         cols = getattr(self, "_trait_cols", None)
         if cols is None:  # the layout is fixed for the run: looked up once
+            traits = check_traits(self.cfg.teacher_personality_traits, "teacher_personality_traits")
             cols = self._trait_cols = torch.as_tensor(
-                trait_columns(self.env.observation_layout, "teacher_personality"), device=obs.device)
+                trait_columns(self.env.observation_layout, "teacher_personality", traits), device=obs.device)
         neutral = obs.clone()
         neutral[:, cols] = NEUTRAL_TRAIT
         both = self.brain.teacher(torch.cat([obs, neutral]), torch.cat([mask, mask]))

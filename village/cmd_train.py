@@ -90,6 +90,8 @@ HELP = {
     "teacher_tau": "EMA rate at which the constraint's teacher follows the policy, per update",
     "teacher_personality": "the constraint's teacher plays its personalities this many times as strongly "
                            "(npc_brains.personality; with --teacher-tau 0 a fixed, more personal target for the KL)",
+    "teacher_personality_traits": "the traits --teacher-personality strengthens: all, or comma-separated names among "
+                                  "bravery, aggression, empathy, sociability, diligence",
     "constraint_many_agents": "the constraint's weight is raised by this fraction in villages of more than 8 "
                               "NPCs",
     "shaping_scale": "state-entropy bonus factor of the reward shaping",

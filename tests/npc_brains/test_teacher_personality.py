@@ -11,9 +11,10 @@ from npc_brains.personality import NEUTRAL_TRAIT, trait_columns
 from npc_brains.trainer import Trainer
 
 
-def trainer(tmp_path, strength: float) -> Trainer:
-    cfg = TrainConfig(algo="drmas", steps=400, envs=2, rollout=8, device="cpu", run_dir=str(tmp_path / str(strength)),
-                      constraint=0.1, teacher_tau=0.0, teacher_personality=strength)
+def trainer(tmp_path, strength: float, traits: str = "all") -> Trainer:
+    cfg = TrainConfig(algo="drmas", steps=400, envs=2, rollout=8, device="cpu",
+                      run_dir=str(tmp_path / f"{strength}-{traits}"), constraint=0.1, teacher_tau=0.0,
+                      teacher_personality=strength, teacher_personality_traits=traits)
     return Trainer(cfg, tensorboard=False)
 
 
@@ -47,3 +48,27 @@ def test_an_update_with_a_personal_teacher_runs(tmp_path):
 def test_a_bad_teacher_strength_names_the_field(value):
     with pytest.raises(ConfigError, match="teacher_personality: expected a number"):
         validate(TrainConfig(teacher_personality=value))
+
+
+def test_a_teacher_strengthens_only_the_chosen_traits(tmp_path):
+    tr = trainer(tmp_path, 3.0, "empathy,aggression")
+    batch = tr.collector.collect(False)
+    obs = batch.obs.reshape(-1, batch.obs.shape[-1])[:64]
+    mask = batch.mask.reshape(-1, batch.mask.shape[-1])[:64]
+    chosen = torch.as_tensor(trait_columns(tr.env.observation_layout, traits=("aggression", "empathy")))
+    neutral = obs.clone()
+    neutral[:, chosen] = NEUTRAL_TRAIT  # bravery, sociability and diligence stay the NPC's own
+    with torch.no_grad():
+        own, ref = tr.brain.teacher(obs, mask), tr.brain.teacher(neutral, mask)
+        guided = tr._teacher_logits(obs, mask)
+    expected = ref + 3.0 * (own - ref)
+    assert torch.allclose(torch.log_softmax(guided, -1)[mask], torch.log_softmax(expected, -1)[mask], atol=1e-4)
+    every = trainer(tmp_path, 3.0)
+    with torch.no_grad():
+        assert not torch.allclose(every._teacher_logits(obs, mask)[mask], guided[mask], atol=1e-3)
+
+
+@pytest.mark.parametrize("value", ["courage", "empathy,empathy", "", 3])
+def test_bad_teacher_traits_name_the_field(value):
+    with pytest.raises(ConfigError, match="teacher_personality_traits: expected"):
+        validate(TrainConfig(teacher_personality_traits=value))
