@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -239,26 +240,12 @@ class SandboxModel:
         """Sample at `value` from this tick on (before the policy acts), logged as a command so that a saved
         session replays it. False, with a feed note, where it cannot apply (a replay, a policy without learned
         probabilities, the same T)."""
-        if self.replaying:
-            self.feed.note(self.tick, "replaying: player input is ignored", INFO)
-            return False
-        try:
-            if self.samples and value == self.temperature:
-                return False  # nothing changes, so nothing to log
-            self._apply_temperature(value)
-        except ValueError as exc:
-            self.feed.note(self.tick, str(exc), INFO)
-            return False
-        return True
+        return self._set_dial(value, self._apply_temperature, self.samples and value == self.temperature)
 
     def shift_temperature(self, direction: int) -> bool:
         """`]` (direction 1) and `[` (-1): the next temperature on the ladder; at its end, a note and no change."""
-        new = ladder_step(self.temperature, direction)
-        if new == (1.0 if self.temperature is None else self.temperature) and self.samples and not self.replaying:
-            end = "highest" if direction > 0 else "lowest"
-            self.feed.note(self.tick, f"temperature: already at the {end} step ({_shown(self.temperature)})", INFO)
-            return False
-        return self.set_temperature(new)
+        return self._shift_dial(direction, self.temperature, TEMPERATURE_LADDER, "temperature", self.samples,
+                                self.set_temperature)
 
     def _apply_temperature(self, value: float | None) -> None:
         """Set T on the policy now and log it; ValueError (one line) for a bad T or a policy that ignores T."""
@@ -280,27 +267,13 @@ class SandboxModel:
         """Play the NPCs' personalities at strength `value` from this tick on (before the policy acts), logged as a
         command so that a saved session replays it. False, with a feed note, where it cannot apply (a replay, a
         policy without a learned personality, the same strength)."""
-        if self.replaying:
-            self.feed.note(self.tick, "replaying: player input is ignored", INFO)
-            return False
-        try:
-            if self.has_personality and value == _strength(self.personality_strength):
-                return False  # nothing changes, so nothing to log
-            self._apply_personality_strength(value)
-        except ValueError as exc:
-            self.feed.note(self.tick, str(exc), INFO)
-            return False
-        return True
+        return self._set_dial(value, self._apply_personality_strength,
+                              self.has_personality and value == _strength(self.personality_strength))
 
     def shift_personality_strength(self, direction: int) -> bool:
         """`}` (direction 1) and `{` (-1): the next strength on the ladder; at its end, a note and no change."""
-        new = ladder_step(self.personality_strength, direction, PERSONALITY_LADDER)
-        if new == _strength(self.personality_strength) and self.has_personality and not self.replaying:
-            end = "highest" if direction > 0 else "lowest"
-            self.feed.note(self.tick, f"personality strength: already at the {end} step "
-                                      f"({_shown(self.personality_strength)})", INFO)
-            return False
-        return self.set_personality_strength(new)
+        return self._shift_dial(direction, self.personality_strength, PERSONALITY_LADDER, "personality strength",
+                                self.has_personality, self.set_personality_strength)
 
     def _apply_personality_strength(self, value: float | None) -> None:
         """Set the strength on the policy now and log it; ValueError (one line) for a bad strength or a policy
@@ -322,6 +295,33 @@ class SandboxModel:
                                               traits=self.personality_traits)
         was, self.personality_strength = self.personality_strength, s
         self._record_dial(PERSONALITY_OP, s, "personality strength", was)
+
+    # ------------------------------------------------------------------ the two dials' shared steps
+    def _set_dial(self, value: float, apply: Callable[[float], None], unchanged: bool) -> bool:
+        """A dial's set: `apply(value)` now unless replaying or `unchanged`; False, with a feed note for a refusal
+        (`apply`'s ValueError), where nothing changed."""
+        if self.replaying:
+            self.feed.note(self.tick, "replaying: player input is ignored", INFO)
+            return False
+        if unchanged:
+            return False  # nothing changes, so nothing to log
+        try:
+            apply(value)
+        except ValueError as exc:
+            self.feed.note(self.tick, str(exc), INFO)
+            return False
+        return True
+
+    def _shift_dial(self, direction: int, current: float | None, ladder: tuple[float, ...], label: str,
+                    applies: bool, set_value: Callable[[float], bool]) -> bool:
+        """A dial's key: the next rung of `ladder` above (`direction` > 0) or below `current`; at the ladder's end a
+        note and no change (where the dial `applies`; elsewhere `set_value` says why not)."""
+        new = ladder_step(current, direction, ladder)
+        if new == _strength(current) and applies and not self.replaying:
+            end = "highest" if direction > 0 else "lowest"
+            self.feed.note(self.tick, f"{label}: already at the {end} step ({_shown(current)})", INFO)
+            return False
+        return set_value(new)
 
     def _record_dial(self, op: str, value: float, label: str, was: float | None) -> None:
         """Log a dial's change at this tick as a session record, and say so in the feed. Several presses before
