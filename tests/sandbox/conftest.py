@@ -62,3 +62,32 @@ def make_app(village):
     yield make
     for app in apps:
         app.close()
+
+
+@pytest.fixture
+def replay_rules_dial(village):
+    """Replay a dial's record (`op` = `value` at tick 4) and a kill of Alda (tick 6) on the scripted rules, 12 ticks:
+    returns (the replayed model, the feed's notes that mention `word`, the same run with the kill and no record, the
+    run with neither). A dial the rules lack is a note, and the replay goes on."""
+    from sandbox.model import SandboxModel
+    from sandbox.session import session_from_dict
+
+    def run(session=None) -> SandboxModel:
+        model = SandboxModel(village, policy="scripted", seed=2, scenario="none")
+        if session is not None:
+            model.start_replay(session)
+        model.step(12)
+        return model
+
+    def replay(op: str, value: float, word: str):
+        script = session_from_dict({"commands": [{"tick": 4, "op": op, "value": value},
+                                                 {"tick": 6, "op": "kill", "target": "Alda"}]})
+        replayed = run(script)
+        notes = [ln.text for ln in replayed.feed.lines if word in ln.text]
+        with_kill = SandboxModel(village, policy="scripted", seed=2, scenario="none")
+        with_kill.step(6)
+        with_kill.command("kill", "Alda")
+        with_kill.step(6)
+        return replayed, notes, with_kill, run()
+
+    return replay

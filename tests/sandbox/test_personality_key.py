@@ -248,26 +248,12 @@ def test_a_policy_without_a_learned_personality_ignores_the_keys_with_a_note(mak
     assert model.feed.lines[-1].text.endswith("the run is unchanged")
 
 
-def test_a_replayed_record_for_the_scripted_rules_is_a_note(village):
-    def run(session=None) -> SandboxModel:
-        model = SandboxModel(village, policy="scripted", seed=2, scenario="none")
-        if session is not None:
-            model.start_replay(session)
-        model.step(12)
-        return model
-
-    script = session_from_dict({"commands": [{"tick": 4, "op": OP, "value": 2},
-                                             {"tick": 6, "op": "kill", "target": "Alda"}]})
-    replayed = run(script)
-    notes = [ln.text for ln in replayed.feed.lines if "personality" in ln.text]
+def test_a_replayed_record_for_the_scripted_rules_is_a_note(replay_rules_dial):
+    replayed, notes, with_kill, plain = replay_rules_dial(OP, 2, "personality")
     assert notes == ["script: personality_strength: scripted has no learned personality to play more or less "
                      "strongly (expected a trained policy); the run is unchanged"]
     assert [c.op for c in replayed.commands] == ["kill"]  # the replay goes on past the note
-    with_kill = SandboxModel(village, policy="scripted", seed=2, scenario="none")
-    with_kill.step(6)
-    with_kill.command("kill", "Alda")
-    with_kill.step(6)
-    assert replayed.digest() == with_kill.digest() != run().digest()
+    assert replayed.digest() == with_kill.digest() != plain.digest()
 
 
 @pytest.mark.parametrize(("record", "message"), [

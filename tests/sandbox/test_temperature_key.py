@@ -9,7 +9,7 @@ import pygame
 import pytest
 
 from sandbox.model import SandboxModel, ladder_step
-from sandbox.session import CommandRecord, SessionError, load_session, save_session, session_from_dict
+from sandbox.session import CommandRecord, SessionError, load_session, save_session
 from village.cli import main
 
 CHANGE_AT = 10  # the tick of the mid-run change
@@ -156,26 +156,11 @@ def test_a_policy_without_probabilities_ignores_the_keys_with_a_note(make_app):
     assert "no learned probabilities" in model.feed.lines[-1].text
 
 
-def test_a_replayed_temperature_record_for_the_scripted_rules_is_a_note(village):
-    def run(session=None) -> SandboxModel:
-        model = SandboxModel(village, policy="scripted", seed=2, scenario="none")
-        if session is not None:
-            model.start_replay(session)
-        model.step(12)
-        return model
-
-    plain = run()
-    script = session_from_dict({"commands": [{"tick": 4, "op": "temperature", "value": 0.25},
-                                             {"tick": 6, "op": "kill", "target": "Alda"}]})
-    replayed = run(script)
-    notes = [ln.text for ln in replayed.feed.lines if "temperature" in ln.text]
+def test_a_replayed_temperature_record_for_the_scripted_rules_is_a_note(replay_rules_dial):
+    replayed, notes, plain_with_kill, plain = replay_rules_dial("temperature", 0.25, "temperature")
     assert notes == ["script: temperature: policy scripted has no learned probabilities to sharpen (the scripted "
                      "rules and random actions ignore T); the run is unchanged"]
     assert [c.op for c in replayed.commands] == ["kill"]  # the replay goes on past the note
-    plain_with_kill = SandboxModel(village, policy="scripted", seed=2, scenario="none")
-    plain_with_kill.step(6)
-    plain_with_kill.command("kill", "Alda")
-    plain_with_kill.step(6)
     assert replayed.digest() == plain_with_kill.digest() != plain.digest()
 
 
