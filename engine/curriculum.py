@@ -8,7 +8,8 @@ arrives where it strolled to (the body's `ActorDirector` hook). Drivers for `Vil
 - `random_kill`: the player kills one random villager at a random tick of the kill window;
 - `mixed` (the training curriculum): 1-3 killings an episode, sometimes a rampage (the killer strolls to a
   public place and hunts whoever is nearest), with `Tuning.curriculum_raid` a raid in the kill window, and with
-  `Tuning.curriculum_armoured` a killer the villagers' blows cannot harm, who rampages.
+  `Tuning.curriculum_armoured` a killer the villagers' blows cannot harm, who rampages, and with
+  `Tuning.curriculum_late` a first killing late in the day (the evening and the night's start).
 
 The bundled emergence scenarios (engine/scenarios.py) drive a sim the same way, from outside.
 """
@@ -26,6 +27,7 @@ from engine.village import Village
 MAX_KILLS = 3  # scheduled killings per village in the `mixed` curriculum
 MIXED_KILL_COUNT_P = (0.45, 0.35, 0.2)  # how many killings a `mixed` episode has: 1, 2 or 3
 LATER_KILL_GAP = (6, 30)  # later killings follow 1-5 hours after the one before (ticks)
+LATE_KILL_WINDOW = (60, 108)  # Tuning.curriculum_late: a first killing from 16:00 to midnight (ticks)
 RAMPAGE_HUNTS = (1, 3)  # a rampage hunts 1-2 more villagers (integers in [lo, hi))
 
 
@@ -89,6 +91,9 @@ class KillingCurriculum:
             kills = rng.choice(np.arange(1, MAX_KILLS + 1), size=B, p=MIXED_KILL_COUNT_P)
             gaps = rng.integers(*LATER_KILL_GAP, (B, MAX_KILLS))
             gaps[:, 0] = rng.integers(lo, hi, B)
+            if t.curriculum_late > 0:  # no draw when off: same trajectories
+                late = rng.random(B) < t.curriculum_late
+                gaps[:, 0] = np.where(late, rng.integers(*LATE_KILL_WINDOW, B), gaps[:, 0])
             ticks = np.cumsum(gaps, axis=1)
             victims = np.argsort(rng.random((B, N)), axis=1)[:, :MAX_KILLS]  # distinct victims
             planned = np.arange(MAX_KILLS)[None, :] < kills[:, None]

@@ -651,6 +651,29 @@ def test_a_rampaging_killer_can_hunt_again_from_the_scene_at_once(village):
             assert [(c.op, c.target) for c in sim.commands] == [("kill", 5)] and d.rampage[0] == 0
 
 
+def test_a_late_curriculum_moves_that_share_of_first_killings_to_the_evening(village):
+    """curriculum_late: that share of `mixed` villages have their first killing from 16:00 to midnight instead of
+    in the kill window; later killings still follow it hours apart; off, no draw is made."""
+    from engine.curriculum import LATE_KILL_WINDOW
+
+    off = VillageSim(village, 256, seed=4, scenario="mixed")
+    same = VillageSim(village, 256, seed=4, scenario="mixed", tuning=Tuning(curriculum_late=0.0))
+    assert (same.driver.kill_tick == off.driver.kill_tick).all()  # off: the same draws as before the lever
+    lo, hi = off.kill_window
+    assert ((off.driver.kill_tick[:, 0] >= lo) & (off.driver.kill_tick[:, 0] < hi)).all()
+    sim = VillageSim(village, 256, seed=4, scenario="mixed", tuning=Tuning(curriculum_late=0.5))
+    first = sim.driver.kill_tick[:, 0]
+    late = first >= hi
+    assert 80 < late.sum() < 176  # about half of 256
+    assert ((first[late] >= LATE_KILL_WINDOW[0]) & (first[late] < LATE_KILL_WINDOW[1])).all()
+    assert ((first[~late] >= lo) & (first[~late] < hi)).all()
+    ticks = sim.driver.kill_tick
+    later = ticks[:, 1:] >= 0
+    assert (np.diff(ticks, axis=1)[later] >= 6).all()
+    every = VillageSim(village, 64, seed=4, scenario="mixed", tuning=Tuning(curriculum_late=1.0))
+    assert (every.driver.kill_tick[:, 0] >= LATE_KILL_WINDOW[0]).all()
+
+
 def test_an_armoured_killer_takes_blows_that_do_no_harm_and_rampages(village):
     """curriculum_armoured: that share of `mixed` villages get a killer whom villagers' blows cannot harm (the
     blow still lands and eases anger) and who rampages; off, nobody is armoured and no draw is made."""
