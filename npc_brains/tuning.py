@@ -13,6 +13,10 @@ from typing import Any
 from engine.constants import Tuning
 
 
+# the fields that are a share of episodes or a chance: a value outside [0, 1] is a typo, not a stronger lever
+SHARES = ("curriculum_raid", "curriculum_rampage", "curriculum_armoured", "curriculum_late", "rumour_error")
+
+
 class TuningError(ValueError):
     """A bad engine override: the message names the field and what was expected."""
 
@@ -36,6 +40,8 @@ def engine_tuning(overrides: dict[str, Any]) -> Tuning:
             value = float(value) if ok else value
         if not ok:
             raise TuningError(f"tuning.{name}: expected a {type(default).__name__}, got {value!r}")
+        if name in SHARES and not 0.0 <= value <= 1.0:
+            raise TuningError(f"tuning.{name}: expected a share in [0, 1], got {value!r}")
         clean[name] = value
     return dataclasses.replace(defaults, **clean)
 

@@ -175,6 +175,11 @@ def test_engine_tuning_overrides_are_checked_and_reach_the_engine(tmp_path):
         TrainConfig(tuning={"attack_needs_grievance": 0.5})
     with pytest.raises(ConfigError, match="tuning.w_alive: expected a float"):
         TrainConfig(tuning={"w_alive": "high"})
+    with pytest.raises(ConfigError, match=r"tuning.curriculum_late: expected a share in \[0, 1\], got 1.5"):
+        TrainConfig(tuning={"curriculum_late": 1.5})
+    with pytest.raises(ConfigError, match=r"tuning.rumour_error: expected a share in \[0, 1\], got -0.1"):
+        TrainConfig(tuning={"rumour_error": -0.1})
+    TrainConfig(tuning={"curriculum_late": 1, "rumour_error": 0.0})  # the ends are shares too
     cfg = _small(tmp_path, tuning={"w_alive": 0.0, "attack_needs_grievance": False})
     from npc_brains.envs import make_flat_env
 
