@@ -219,7 +219,7 @@ class Tuning:
     # away keeps the afraid alive (0 = off)
     curriculum_late: float = 0.0  # training scenario `mixed`: share of episodes whose first killing falls from 16:00
     # to midnight (curriculum.LATE_KILL_WINDOW) instead of in the kill window, so that the village also learns what
-    # to do after a killing in the evening and at night, when the rest of its day is sleep and the night shift (0 = off)
+    # to do after a killing in the evening and at night (0 = off)
     rampage_at_scene: bool = False  # True: a rampaging killer's next hunt starts at the scene, once it has lingered
     hunt_nearest: bool = False  # True: a killer still loose takes the nearest villager in his sight for his next
     # planned killing (training scenario `mixed`), so that keeping away from a known killer keeps one alive
