@@ -12,7 +12,6 @@ from typing import Any
 
 from engine.constants import Tuning
 
-
 # the fields that are a share of episodes or a chance: a value outside [0, 1] is a typo, not a stronger lever
 SHARES = ("curriculum_raid", "curriculum_rampage", "curriculum_armoured", "curriculum_late", "rumour_error")
 

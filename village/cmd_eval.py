@@ -51,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the random_init comparison as K untrained networks (torch seeds SEED to SEED + K - 1), "
                              "NPC i acting with draw i mod K, so that the untrained figure is not one network's "
                              "habit (default: 1)")
+    parser.add_argument("--random-init-seed", default=None, metavar="S",
+                        help="the first untrained network's torch seed, so that one population can be played on "
+                             "villages of another --seed (a sweep split over processes; default: --seed)")
     parser.add_argument("--max-ticks", default=None,
                         help="cap every scenario's episode length (ticks), for quick runs (default: no cap)")
     parser.add_argument("--tuning", action="append", default=None, metavar="FIELD=VALUE",
@@ -107,7 +110,7 @@ def _load_main_policy(choice: str, seed: int) -> tuple[str, Any]:
 
 
 def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: list[str],
-                 draws: int = 1) -> list[tuple[str, Any]]:
+                 draws: int = 1, untrained_seed: int | None = None) -> list[tuple[str, Any]]:
     from npc_brains import PolicyError, load_policy, policy_tuning
     from npc_brains.evaluate import random_init_policy
 
@@ -123,12 +126,13 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
                 continue
             out.append(("mappo", policy))
         elif name == "random_init":
-            fresh = random_init_policy(main, seed=seed, draws=draws)
+            first = seed if untrained_seed is None else untrained_seed
+            fresh = random_init_policy(main, seed=first, draws=draws)
             if fresh is None:
                 notes.append(f"random_init skipped: {main_name} has no network to re-initialise")
                 continue
             if draws > 1:
-                notes.append(f"random_init: {draws} untrained networks (torch seeds {seed} to {seed + draws - 1}), "
+                notes.append(f"random_init: {draws} untrained networks (torch seeds {first} to {first + draws - 1}), "
                              f"NPC i acting with draw i mod {draws}")
             out.append(("random_init", fresh))
         else:
@@ -216,6 +220,11 @@ def run(args: argparse.Namespace) -> int:
                         "--personality-strength with it")
     if draws > 1 and "random_init" not in compare:
         raise UserError("--random-init-draws: it sets the random_init comparison; expected random_init in --compare")
+    untrained_seed = None
+    if args.random_init_seed is not None:
+        untrained_seed = _int_flag(args.random_init_seed, "--random-init-seed", 0)
+    if untrained_seed is not None and "random_init" not in compare:
+        raise UserError("--random-init-seed: it sets the random_init comparison; expected random_init in --compare")
     scenario_ids = bundled_scenarios() if args.scenarios.strip() == "all" else _items(args.scenarios, "--scenarios")
     try:
         scenarios = [load_scenario(s) for s in scenario_ids]
@@ -242,7 +251,7 @@ def run(args: argparse.Namespace) -> int:
     ray = ray_options(args)
     notes: list[str] = []
     main_name, main = _load_main_policy(args.policy, seed)
-    policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes, draws)]
+    policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes, draws, untrained_seed)]
     if args.tuning:
         _override_tuning(policies, args.tuning)
     if temperature is not None:
@@ -334,7 +343,8 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
                    "personality_strength": 1.0 if args.personality_strength is None
                    else float(args.personality_strength),
                    "personality_traits": args.personality_traits or "all",
-                   "random_init_draws": int(args.random_init_draws)},
+                   "random_init_draws": int(args.random_init_draws),
+                   "random_init_seed": int(args.seed if args.random_init_seed is None else args.random_init_seed)},
         "wall_seconds": round(wall, 2),
         "notes": list(dict.fromkeys(notes)),
         "thresholds": {"scope": scope, "checks": [c.__dict__ for c in checks]},

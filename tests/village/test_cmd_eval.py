@@ -129,6 +129,14 @@ def test_random_init_draws_play_a_population_of_untrained_networks(tmp_path: Pat
     assert one["random_init"] != three["random_init"]  # two more draws play two thirds of the NPCs
     saved = json.loads((tmp_path / "three" / "results.json").read_text())
     assert saved["config"]["random_init_draws"] == 3
+    assert saved["config"]["random_init_seed"] == 0  # --seed's, by default
+    code = call([*argv, "--random-init-draws", "3", "--random-init-seed", "5"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    other = last_json(captured.out)
+    assert "random_init: 3 untrained networks (torch seeds 5 to 7)" in captured.out
+    assert other["default"] == three["default"]  # the same villages
+    assert other["random_init"] != three["random_init"]  # another population on them
 
 
 def test_greedy_play_reports_the_diversity_of_the_actions_taken(capsys: pytest.CaptureFixture[str]) -> None:
@@ -220,6 +228,9 @@ def _actor_state(net: dict) -> dict:
     (["--random-init-draws", "0"], "--random-init-draws: expected an integer >= 1, got 0"),
     (["--compare", "scripted", "--random-init-draws", "4"],
      "--random-init-draws: it sets the random_init comparison; expected random_init in --compare"),
+    (["--compare", "random_init", "--random-init-seed", "-1"], "--random-init-seed: expected an integer >= 0, got -1"),
+    (["--compare", "scripted", "--random-init-seed", "3"],
+     "--random-init-seed: it sets the random_init comparison; expected random_init in --compare"),
     (["--temperature", "0"], "--temperature: expected a number from 0.01 to 100"),
     (["--temperature", "0.5", "--deterministic"], "--temperature: it sets how sharply policies sample"),
     (["--temperature", "0.5"], "--temperature: scripted has no learned probabilities to sharpen"),
