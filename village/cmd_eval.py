@@ -92,6 +92,13 @@ def _int_flag(text: str, flag: str, minimum: int) -> int:
     return value
 
 
+def _untrained_seed(args: argparse.Namespace) -> int:
+    """The untrained population's first torch seed: --random-init-seed, else --seed."""
+    if args.random_init_seed is None:
+        return _int_flag(args.seed, "--seed", 0)
+    return _int_flag(args.random_init_seed, "--random-init-seed", 0)
+
+
 def _items(text: str, flag: str) -> list[str]:
     items = [t.strip() for t in text.split(",")]
     if not text.strip() or any(not t for t in items):
@@ -110,7 +117,7 @@ def _load_main_policy(choice: str, seed: int) -> tuple[str, Any]:
 
 
 def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: list[str],
-                 draws: int = 1, untrained_seed: int | None = None) -> list[tuple[str, Any]]:
+                 draws: int = 1, untrained_seed: int = 0) -> list[tuple[str, Any]]:
     from npc_brains import PolicyError, load_policy, policy_tuning
     from npc_brains.evaluate import random_init_policy
 
@@ -126,13 +133,13 @@ def _comparisons(names: list[str], main_name: str, main: Any, seed: int, notes: 
                 continue
             out.append(("mappo", policy))
         elif name == "random_init":
-            first = seed if untrained_seed is None else untrained_seed
-            fresh = random_init_policy(main, seed=first, draws=draws)
+            fresh = random_init_policy(main, seed=untrained_seed, draws=draws)
             if fresh is None:
                 notes.append(f"random_init skipped: {main_name} has no network to re-initialise")
                 continue
             if draws > 1:
-                notes.append(f"random_init: {draws} untrained networks (torch seeds {first} to {first + draws - 1}), "
+                notes.append(f"random_init: {draws} untrained networks (torch seeds {untrained_seed} to "
+                             f"{untrained_seed + draws - 1}), "
                              f"NPC i acting with draw i mod {draws}")
             out.append(("random_init", fresh))
         else:
@@ -220,10 +227,8 @@ def run(args: argparse.Namespace) -> int:
                         "--personality-strength with it")
     if draws > 1 and "random_init" not in compare:
         raise UserError("--random-init-draws: it sets the random_init comparison; expected random_init in --compare")
-    untrained_seed = None
-    if args.random_init_seed is not None:
-        untrained_seed = _int_flag(args.random_init_seed, "--random-init-seed", 0)
-    if untrained_seed is not None and "random_init" not in compare:
+    untrained_seed = _untrained_seed(args)
+    if args.random_init_seed is not None and "random_init" not in compare:
         raise UserError("--random-init-seed: it sets the random_init comparison; expected random_init in --compare")
     scenario_ids = bundled_scenarios() if args.scenarios.strip() == "all" else _items(args.scenarios, "--scenarios")
     try:
@@ -344,7 +349,7 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
                    else float(args.personality_strength),
                    "personality_traits": args.personality_traits or "all",
                    "random_init_draws": int(args.random_init_draws),
-                   "random_init_seed": int(args.seed if args.random_init_seed is None else args.random_init_seed)},
+                   "random_init_seed": _untrained_seed(args)},
         "wall_seconds": round(wall, 2),
         "notes": list(dict.fromkeys(notes)),
         "thresholds": {"scope": scope, "checks": [c.__dict__ for c in checks]},
