@@ -129,7 +129,7 @@ NIGHT_END = 6 * 6  # 06:00
 # personality weights of the emotions (also in the reward, docs/engine.md).
 LETHAL_DAMAGE = 1e3  # a killing blow (HUNT, an injected death): more than any health
 DIST_EPS = 1e-6  # guards a division by a distance
-FLEE_EPS = 1e-3  # guards the direction away from a threat standing on the NPC
+FLEE_EPS = 1e-3  # closer than this, a threat stands on the NPC: no direction leads away from it
 HEALTH_EPS = 1e-6  # guards a division by max health
 FOOD_EPS = 1e-9  # guards a division by the meal demand
 GRIEF_WEIGHT_BASE = 0.5  # grief weighs (this + empathy): in mourning and consoling relief and in the reward
