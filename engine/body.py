@@ -170,16 +170,21 @@ def _widest_flight(pos: np.ndarray, heading: np.ndarray, threat: np.ndarray, dis
     return np.take_along_axis(ends, best[..., None, None], -2)[..., 0, :]
 
 
-def flight_heading(away: np.ndarray, to_centre: np.ndarray) -> np.ndarray:
+def flight_heading(away: np.ndarray, npc_pos: np.ndarray, centre: np.ndarray) -> np.ndarray:
     """(B, N, 2) unit headings of flights straight away from a threat (`away`: NPC minus threat position). One who
     stands on the threat (a charge that reached him) has no "away": it runs for the open middle of the village
-    (`to_centre`), where no wall stops the flight, and due east from the very centre. Without this such a flight
-    heads nowhere and the NPC stays on the killer, fleeing in place until the flight is given up."""
+    (`centre`, (B, 1, 2)), where no wall stops the flight, and due east from the very centre. Without this such a
+    flight heads nowhere and the NPC stays on the killer, fleeing in place until the flight is given up."""
     away_len = length(away, keepdims=True)
-    centre_len = length(to_centre, keepdims=True)
-    fallback = np.where(centre_len >= FLEE_EPS, to_centre / np.maximum(centre_len, FLEE_EPS),
-                        np.array([1.0, 0.0], np.float32))
-    return np.where(away_len >= FLEE_EPS, away / np.maximum(away_len, FLEE_EPS), fallback)
+    heading = away / np.maximum(away_len, FLEE_EPS)
+    on_threat = away_len < FLEE_EPS
+    if on_threat.any():  # rare: the tick pays for the fallback only when someone stands on its threat
+        to_centre = centre - npc_pos
+        centre_len = length(to_centre, keepdims=True)
+        fallback = np.where(centre_len >= FLEE_EPS, to_centre / np.maximum(centre_len, FLEE_EPS),
+                            np.array([1.0, 0.0], np.float32))
+        heading = np.where(on_threat, fallback, heading)
+    return heading
 
 
 def move_npcs(v: Village, ctx: TickContext) -> None:
@@ -190,7 +195,7 @@ def move_npcs(v: Village, ctx: TickContext) -> None:
     death_pos = np.take_along_axis(s.death_pos, ctx.target[..., None], 1)
     npc_pos = s.pos[:, :N]
     away = npc_pos - target_pos
-    heading = flight_heading(away, w.size[:, None, :] / 2 - npc_pos)
+    heading = flight_heading(away, npc_pos, w.size[:, None, :] / 2)
     fleeing = act == Action.FLEE
     if t.flee_along_walls and fleeing.any():  # the turned headings cost seven ends per NPC: only when anyone flees
         flee_dest = _widest_flight(npc_pos, heading, target_pos, t.flee_distance, w.size[:, None, :])

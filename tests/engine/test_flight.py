@@ -19,8 +19,9 @@ def village():
 
 def test_the_heading_is_straight_away_unless_the_threat_stands_on_the_npc():
     away = np.array([[[3.0, 4.0], [0.0, 0.0], [0.0, 0.0]]], np.float32)
-    to_centre = np.array([[[-1.0, 0.0], [0.0, -2.0], [0.0, 0.0]]], np.float32)
-    heading = flight_heading(away, to_centre)
+    centre = np.array([[[5.0, 5.0]]], np.float32)
+    npc_pos = np.array([[[6.0, 5.0], [5.0, 7.0], [5.0, 5.0]]], np.float32)
+    heading = flight_heading(away, npc_pos, centre)
     np.testing.assert_allclose(heading[0, 0], [0.6, 0.8], atol=1e-6)  # straight away, whatever the centre
     np.testing.assert_allclose(heading[0, 1], [0.0, -1.0], atol=1e-6)  # on the threat: toward the centre
     np.testing.assert_allclose(heading[0, 2], [1.0, 0.0], atol=1e-6)  # on the threat at the very centre: east
