@@ -9,6 +9,10 @@ mourned away before six ticks (the rule of relief, not the policy's choice); a "
 far body means the NPC did not go. `p_mourn` is the policy's mean probability of MOURN (any slot) on the
 window's ticks where the NPC was free to choose, and `learn_delay` the steps from the death to its learning of
 it (hearsay learns late): together they tell a policy that will not go from one that was never free to.
+The misses (short spell and never) are also put in the first of these classes that fits (`MISS_CLASSES`): died
+before the window ended; mourned another loss (six ticks or more of MOURN at another body: grief is one number, and
+the metric counts a mourning for the body it is held at); fled or hid (FLEE on twelve ticks or more of the window);
+charged (ATTACK on six or more); other.
 It also counts the relations that would still have mourned counting only ticks on which some grief was left
 (>= 0.05), and the share of the windows' mourning ticks that had none: a vigil at the body after the grief is
 mourned away (where the body is a good place to meet the next villager to tell, say) is not grief work.
@@ -42,6 +46,8 @@ from engine.metrics import MetricParams, mourning_ticks, performed, trigger_deat
 from engine.village import action_tables  # noqa: E402
 
 GROUPS = ("mourned", "short spell", "never")
+MISS_CLASSES = ("died", "mourned another loss", "fled or hid", "charged", "other")
+FLED_TICKS, CHARGED_TICKS = 12, 6  # a third of the window running or hiding; a mourning's worth of charging
 STATS = ("grief_on_learning", "grief_at_end", "empathy", "distance_to_body", "p_mourn", "free_share", "learn_delay")
 
 
@@ -68,6 +74,23 @@ class MournProbe:
         return out
 
 
+def miss_class(trace: Any, d: Any, i: int, steps: np.ndarray, acted: np.ndarray, kind: np.ndarray,
+               target: np.ndarray, need: int) -> str:
+    """The first of MISS_CLASSES that fits close relation i, who did not mourn death d in the window `steps`."""
+    b = d.village
+    if not trace.alive[steps[-1] + 1, b, i]:
+        return "died"
+    elsewhere = acted[steps, b, i] & (kind[steps, b, i] == Action.MOURN) & (target[steps, b, i] != d.victim)
+    if elsewhere.sum() >= need:
+        return "mourned another loss"
+    doing = trace.activity[steps + 1, b, i]
+    if (doing == Action.FLEE).sum() >= FLED_TICKS:
+        return "fled or hid"
+    if (doing == Action.ATTACK).sum() >= CHARGED_TICKS:
+        return "charged"
+    return "other"
+
+
 def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
          on_tick: Callable[[int], None] | None = None, *, deterministic: bool = False) -> dict:
     """Per group: count, mean grief on learning and at the window's end, empathy, distance to the body, and the
@@ -80,6 +103,7 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
     rows: dict[str, list[tuple[float, ...]]] = collections.defaultdict(list)
     doing: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     ticks_hist: collections.Counter = collections.Counter()
+    misses: collections.Counter = collections.Counter()
     by_scenario: dict[str, list[int]] = {}
     grieving_hits = mourn_ticks = griefless_ticks = 0
     for scenario in scenarios:
@@ -102,6 +126,8 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
                 griefless_ticks += int(griefless.sum())
                 grieving_hits += int((mourn & ~griefless).sum()) >= p.mourn_min_ticks
                 hits[0] += group == "mourned"
+                if group != "mourned":
+                    misses[miss_class(trace, d, i, steps, acted, kind, target, p.mourn_min_ticks)] += 1
                 hits[1] += 1
                 away = float(np.hypot(*(trace.pos[L + 1, b, i] - trace.pos[d.step + 1, b, v])))
                 chose = free[steps, b, i]  # the policy acts at step k on the state of row k
@@ -116,7 +142,8 @@ def gaps(policy: Any, spec: Any, scenarios: list[Any], villages: int, seed: int,
                  "ticks": {int(k): int(c) for k, c in sorted(ticks_hist.items())},
                  "by_scenario": {k: {"mourned": h, "eligible": n} for k, (h, n) in by_scenario.items()},
                  "mourned_while_grieving": grieving_hits,
-                 "griefless_share": griefless_ticks / max(mourn_ticks, 1), "groups": {}}
+                 "griefless_share": griefless_ticks / max(mourn_ticks, 1),
+                 "misses": {k: int(misses[k]) for k in MISS_CLASSES}, "groups": {}}
     for group in GROUPS:
         r = np.asarray(rows[group], dtype=float).reshape(-1, len(STATS))
         total = max(1, sum(doing[group].values()))
@@ -151,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
               f"empathy {g['empathy']:.2f}, body {g['distance_to_body']:.1f} away, learnt after "
               f"{g['learn_delay']:.1f} steps; free {g['free_share']:.2f} of the window, p(MOURN) {g['p_mourn']:.3f}; "
               + ", ".join(f"{k} {v:.2f}" for k, v in g["doing"].items()))
+    print("the misses, each in the first class that fits: "
+          + ", ".join(f"{k} {c}" for k, c in out["misses"].items()))
     for name, s in out["by_scenario"].items():
         print(f"  {name:18s} {s['mourned']}/{s['eligible']}")
     if args.json:

@@ -32,6 +32,26 @@ def test_the_groups_add_up_to_the_mourning_metric(bench_script):
             assert 0.0 <= g["p_mourn"] <= 1.0 and 0.0 <= g["free_share"] <= 1.0 and g["learn_delay"] >= 0
 
 
+def test_every_miss_is_in_one_class_and_the_dead_are_the_ones_who_died(bench_script):
+    """mourning_gaps puts each close relation who did not mourn in exactly one class; "died" is every such relation
+    dead by its window's end, counted here from the trace."""
+    from engine.metrics import mourning_ticks, performed
+
+    bench = bench_script("mourning_gaps")
+    world, scenario = load_world("village-v1"), load_scenario("raid")
+    out = bench.gaps(ScriptedPolicy(seed=0), world, [scenario], villages=8, seed=3)
+    missed = out["eligible"] - out["groups"]["mourned"]["count"]
+    assert set(out["misses"]) == set(bench.MISS_CLASSES) and sum(out["misses"].values()) == missed > 0
+    trace = run_scenario(ScriptedPolicy(seed=0), scenario, world, villages=8, seed=3)
+    p = MetricParams()
+    acted, kind, target = performed(trace)
+    died = 0
+    for d in trigger_deaths(trace):
+        for i, L, mourn in mourning_ticks(trace, p, d, acted, kind, target):
+            died += mourn.sum() < p.mourn_min_ticks and not trace.alive[L + p.mourn_window + 1, d.village, i]
+    assert out["misses"]["died"] == died
+
+
 def test_the_probe_counts_what_the_fear_metrics_count(bench_script):
     bench = bench_script("flight_probe")
     world, scenario = load_world("village-v1"), load_scenario("kill-in-square")
