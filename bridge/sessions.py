@@ -59,8 +59,9 @@ log = logging.getLogger("bridge.sessions")
 
 SNAPSHOT_FORMAT = 1
 # VillageState fields added after format 1 was fixed: a snapshot saved before them restores with their fresh
-# value (threat_victim: no earlier violence remembered), so an upgraded server keeps its sessions
-LATER_STATE_FIELDS = frozenset({"threat_victim"})
+# value (threat_victim: no earlier violence remembered; loss_grief: no grief held per loss), so an upgraded server
+# keeps its sessions
+LATER_STATE_FIELDS = frozenset({"threat_victim", "loss_grief"})
 REPLAY_CACHE = 8  # replies remembered per session for retried requests
 ID_MAP_LIMIT = 4096  # engine event id -> session event number, most recent kept
 QUARANTINE = "quarantine"  # sessions/ subfolder that unreadable snapshots are moved to

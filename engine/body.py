@@ -281,9 +281,19 @@ def finish_performing(v: Village, perf: np.ndarray) -> None:
     if v.t.hide_until_clear:  # nobody hides without flee_home (`v.hiding` is empty then)
         done_performing |= perf & hiding_is_over(v)
     if v.t.mourning_ends_with_grief:  # the grief is mourned away: nothing left to do at the body
-        done_performing |= perf & (s.activity == Action.MOURN) & (s.grief < GRIEF_LEFT)
+        done_performing |= perf & (s.activity == Action.MOURN) & (mourning_left(v) < GRIEF_LEFT)
     s.perform_left = s.perform_left - perf
     s.busy &= ~done_performing
+
+
+def mourning_left(v: Village) -> np.ndarray:
+    """(B, N) the grief a mourning can still ease: for the death at the mourner's target with
+    Tuning.grief_per_loss, else all of it."""
+    s = v.state
+    if not v.t.grief_per_loss:
+        return s.grief
+    body = np.clip(s.target, 0, v.N - 1)[..., None]
+    return np.where(s.target < v.N, np.take_along_axis(s.loss_grief, body, 2)[..., 0], s.grief)
 
 
 def hiding_is_over(v: Village) -> np.ndarray:

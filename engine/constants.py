@@ -290,6 +290,10 @@ class Tuning:
     mourning_ends_with_grief: bool = False  # True: MOURN is open only to an NPC with grief >= GRIEF_LEFT, and a
     # mourning ends once its grief is below that: no vigil at the body after the grief is mourned away. False: a
     # mourning runs its ticks, and anyone who knows of the death may mourn, grieving or not
+    grief_per_loss: bool = False  # True: grief is held per loss (VillageState.loss_grief; the grief is their sum):
+    # mourning at a body eases only the grief for that death, MOURN is open only at a body whose grief is left (with
+    # mourning_ends_with_grief), and a mourning there ends once it is mourned away, so a villager who lost two
+    # loved ones has reason to go to both. Comforting, decay and the cap scale every loss alike
     comfort_relief: float = 0.10
     comforter_relief: float = 0.5  # the comforter's own grief eases by this share of comfort_relief
     blow_anger_relief: float = 0.5

@@ -76,6 +76,8 @@ def observe(
     present: np.ndarray,  # (B, E) bool
     health_frac: np.ndarray,  # (B, E) float32
     grief: np.ndarray,  # (B, N) float32
+    loss_grief: np.ndarray,  # (B, N, N) float32: grief per loss (read only with grief_per_loss)
+    grief_per_loss: bool,  # True: MOURN at a body needs mourn_grief_min of the grief for that death, not of all grief
     sight: np.ndarray,  # (B,) float32
     tick: np.ndarray,  # (B,) int
     knows_death: np.ndarray,  # (B, N, E) bool
@@ -250,7 +252,8 @@ def observe(
                 row[base + F_NEWS] = 1.0 if news else 0.0
                 mask[b, i, a0 + T_TALK * K + k] = living_npc
                 mask[b, i, a0 + T_COMFORT * K + k] = living_npc
-                mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead and grief[b, i] >= mourn_grief_min
+                mask[b, i, a0 + T_MOURN * K + k] = free and is_npc and known_dead and (
+                    loss_grief[b, i, e] if grief_per_loss else grief[b, i]) >= mourn_grief_min
                 # ATTACK needs a grievance: a known threat, anger at it, or an old rivalry (no unprovoked assaults)
                 grievance = knows_threat[b, i, e] or anger[b, i, e] > grievance_anger or static_feats[
                     b, i, e, N_STATIC - 1] > 0.5

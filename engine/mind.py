@@ -106,10 +106,15 @@ def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
         np.multiply.at(s.grief, (bb, tt), relief)
         own = 1.0 if grief_work is None else grief_work[bb, ii]
         s.grief[bb, ii] *= 1 - t.comforter_relief * t.comfort_relief * own
+        if t.grief_per_loss:  # company eases every loss alike
+            np.multiply.at(s.loss_grief, (bb, tt), np.asarray(relief, np.float32)[..., None])
+            s.loss_grief[bb, ii] *= np.asarray(1 - t.comforter_relief * t.comfort_relief * own, np.float32)[..., None]
     work = t.mourn_relief * (GRIEF_WEIGHT_BASE + p.empathy) if t.mourn_relief_empathy else t.mourn_relief
     if grief_work is not None:
         work = work * grief_work
-    if t.mourn_relief_linear:  # grief work: each tick at the body eases a fixed amount, so a great loss
+    if t.grief_per_loss:
+        mourn_at_body(v, mourning, work)
+    elif t.mourn_relief_linear:  # grief work: each tick at the body eases a fixed amount, so a great loss
         # takes longer to mourn and every tick of it is worth the same until the grief is spent
         s.grief = np.maximum(s.grief - mourning * work, 0.0).astype(np.float32)
     else:
@@ -120,6 +125,21 @@ def cope(v: Village, ctx: TickContext, perf: np.ndarray) -> None:
         s.anger[bb, ii, tt] *= 1 - t.blow_anger_relief
         fear_relief = t.blow_fear_relief * p.bravery[bb, ii] if t.blow_relief_bravery else t.blow_fear_relief
         s.fear[bb, ii, tt] *= 1 - fear_relief
+
+
+def mourn_at_body(v: Village, mourning: np.ndarray, work: np.ndarray | float) -> None:
+    """Tuning.grief_per_loss: a mourning tick eases the grief for the death whose body it is held at, and no
+    other: `work` of it (Tuning.mourn_relief_linear) or that share of it."""
+    s = v.state
+    if not mourning.any():
+        return
+    bb, ii = np.nonzero(mourning & (s.target < v.N))  # the MOURN mask offers only villagers' bodies
+    jj = s.target[bb, ii]
+    held = s.loss_grief[bb, ii, jj]
+    work = np.broadcast_to(np.asarray(work, np.float32), mourning.shape)[bb, ii]
+    eased = np.minimum(held, work) if v.t.mourn_relief_linear else held * work
+    s.loss_grief[bb, ii, jj] = held - eased
+    s.grief[bb, ii] = np.maximum(s.grief[bb, ii] - eased, 0.0)
 
 
 def grief_work_share(v: Village, p: Personality) -> np.ndarray:
@@ -307,6 +327,8 @@ def appraise(v: Village, ctx: TickContext) -> None:
     like = s.affinity[bb, ii, vv]
     closeness = grief_closeness(v, bb, ii, vv)
     np.add.at(s.grief, (bb, ii), t.grief_gain * closeness * new_death)
+    if t.grief_per_loss:
+        np.add.at(s.loss_grief, (bb, ii, vv), t.grief_gain * closeness * new_death)
     gloat = t.gloat_gain * np.maximum(-like, 0) * new_death
     np.add.at(s.joy, (bb, ii), gloat)
     if (gloat > GLOAT_EVENT_MIN).any():  # ids are taken whether or not the log records, so runs stay identical
@@ -373,10 +395,26 @@ def decay_emotions(v: Village, ctx: TickContext) -> None:
             r.decay_anger, r.decay_grudge, cap, ctx.anger_sum, ctx.fear_sum,
         )
     waiting = grief_waiting(v)
-    s.grief *= r.decay_grief if waiting is None else np.where(waiting, np.float32(1.0), r.decay_grief)
+    if t.grief_per_loss:
+        hold_losses_to_grief(v, waiting, r.decay_grief, cap)
+    else:
+        s.grief *= r.decay_grief if waiting is None else np.where(waiting, np.float32(1.0), r.decay_grief)
+        np.clip(s.grief, 0, cap, out=s.grief)
     s.joy *= r.decay_joy
-    np.clip(s.grief, 0, cap, out=s.grief)
     np.clip(s.joy, 0, cap, out=s.joy)
+
+
+def hold_losses_to_grief(v: Village, waiting: np.ndarray | None, decay: np.float32, cap: float) -> None:
+    """Tuning.grief_per_loss: every loss fades at the grief's rate and shares its cap, and the grief is set to
+    their sum, so the two never drift apart."""
+    s = v.state
+    s.loss_grief *= decay if waiting is None else np.where(waiting, np.float32(1.0), decay)[..., None]
+    held = s.loss_grief.sum(-1)
+    over = held > cap
+    if over.any():
+        s.loss_grief *= np.where(over, cap / np.maximum(held, cap), np.float32(1.0))[..., None]
+        held = np.minimum(held, cap)
+    s.grief = held.astype(np.float32)
 
 
 def in_flight(v: Village) -> np.ndarray:

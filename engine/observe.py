@@ -129,7 +129,8 @@ class Observer:
             -1,
         ).astype(np.float32)
         observe_kernel(
-            s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, HEALTH_EPS), s.grief, w.sight_radius,
+            s.pos, s.alive, s.present, s.health / np.maximum(w.max_health, HEALTH_EPS), s.grief, s.loss_grief,
+            t.grief_per_loss, w.sight_radius,
             s.tick, s.knows_death, s.knows_threat, s.anger, s.fear, s.learned_tick, s.known_culprit,
             self._static_score, self._close, self._static_feats, self._own_static, own_dynamic, _OWN_COLS,
             s.activity, _ACTIVITY_COL0, N_KINDS, s.busy, s.granary > 0, t.sleep_energy, t.work_at_night,

@@ -139,6 +139,7 @@ class VillageState:
     busy: np.ndarray  # (B, N) bool
     # mind
     grief: np.ndarray  # (B, N)
+    loss_grief: np.ndarray  # (B, N, N): i's grief for j's death (Tuning.grief_per_loss; zeros otherwise)
     anger: np.ndarray  # (B, N, E)
     fear: np.ndarray  # (B, N, E)
     joy: np.ndarray  # (B, N)

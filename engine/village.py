@@ -202,6 +202,7 @@ class Village:
             travel_left=np.zeros((B, N), np.int64),
             busy=np.zeros((B, N), bool),
             grief=np.zeros((B, N), f32),
+            loss_grief=np.zeros((B, N, N), f32),
             anger=np.zeros((B, N, E), f32),
             fear=np.zeros((B, N, E), f32),
             joy=np.zeros((B, N), f32),
