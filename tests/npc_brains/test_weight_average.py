@@ -60,3 +60,21 @@ def test_policies_of_another_architecture_are_refused(untrained_policy_file, ben
     with pytest.raises(SystemExit):
         bench_script("weight_average").main(["--out", unused, str(parent), f"{parent}@heavy"])
     assert "@" in capsys.readouterr().err and not Path(unused).exists()
+
+
+def test_one_policy_with_tuning_is_that_policy_in_the_changed_world(tmp_path: Path, bench_script, capsys) -> None:
+    from npc_brains.tuning import policy_tuning
+
+    parent = bundled_policy("default")
+    out = tmp_path / "retuned.pt"
+    assert bench_script("weight_average").main(["--out", str(out), str(parent), "--tuning", "grief_per_loss=true"]) == 0
+    before, after = load_checkpoint(parent), load_checkpoint(out)
+    assert after["config"]["tuning"] == before["config"]["tuning"] | {"grief_per_loss": True}
+    assert all(torch.equal(after["model"][k], v) for k, v in before["model"].items())
+    tuning = policy_tuning(load_policy(str(out), seed=0))
+    assert tuning.grief_per_loss and tuning.mourning_ends_with_grief  # the parent's world, with the one change
+    unused = tmp_path / "unused.pt"
+    for bad, says in (("grief_per_loss=3", "expected a bool"), ("no_such_field=1", "unknown engine field")):
+        with pytest.raises(SystemExit) as exit_info:
+            bench_script("weight_average").main(["--out", str(unused), str(parent), "--tuning", bad])
+        assert exit_info.value.code == 2 and says in capsys.readouterr().err and not unused.exists()
