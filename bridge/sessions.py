@@ -42,6 +42,7 @@ from bridge.barks import bark
 from bridge.protocol import Limits, ProtocolError, decode_array, describe
 from engine.constants import ACTION_NAMES, REACTION_NAMES, EventType, Reaction, Tuning
 from engine.external import ExternalSim, InjectedHit, InjectedSighting
+from engine.mind import losses_from_grief
 from engine.reactions import ReactionRuns
 from engine.sim import Command
 from engine.state import VillageState
@@ -59,8 +60,9 @@ log = logging.getLogger("bridge.sessions")
 
 SNAPSHOT_FORMAT = 1
 # VillageState fields added after format 1 was fixed: a snapshot saved before them restores with their fresh
-# value (threat_victim: no earlier violence remembered; loss_grief: no grief held per loss), so an upgraded server
-# keeps its sessions
+# value (threat_victim: no earlier violence remembered; loss_grief: each villager's grief shared out over the deaths
+# it knows of, engine.mind.losses_from_grief, where the world holds grief per loss), so an upgraded server keeps its
+# sessions
 LATER_STATE_FIELDS = frozenset({"threat_victim", "loss_grief"})
 REPLAY_CACHE = 8  # replies remembered per session for retried requests
 ID_MAP_LIMIT = 4096  # engine event id -> session event number, most recent kept
@@ -483,8 +485,10 @@ class Session:
 
     def restore(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
         sim = self.sim
+        missing = set()
         for f in fields(VillageState):
             if f"state.{f.name}" not in arrays and f.name in LATER_STATE_FIELDS:
+                missing.add(f.name)
                 continue
             saved = arrays[f"state.{f.name}"]
             current = getattr(sim.state, f.name)
@@ -492,6 +496,8 @@ class Session:
                 raise ValueError(f"state.{f.name}: saved {saved.shape} {saved.dtype}, expected "
                                  f"{current.shape} {current.dtype}")
             setattr(sim.state, f.name, saved.copy())
+        if "loss_grief" in missing and sim.t.grief_per_loss:
+            sim.state.loss_grief = losses_from_grief(sim)
         sim.reaction = arrays["sim.reaction"].copy()
         sim.prev_reaction = arrays["sim.prev_reaction"].copy()
         self.react_cause = arrays["session.react_cause"].copy()

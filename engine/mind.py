@@ -417,6 +417,19 @@ def hold_losses_to_grief(v: Village, waiting: np.ndarray | None, decay: np.float
     s.grief = held.astype(np.float32)
 
 
+def losses_from_grief(v: Village) -> np.ndarray:
+    """(B, N, N) each villager's grief shared out over the deaths it knows of, in proportion to how much each
+    grieves it (grief_closeness): the grief per loss of a state that held only the sum (a bridge snapshot saved
+    before Tuning.grief_per_loss existed)."""
+    s, N = v.state, v.N
+    every, npc = np.arange(v.B)[:, None, None], np.arange(N)
+    weight = grief_closeness(v, every, npc[None, :, None], npc[None, None, :])
+    weight = weight * (s.knows_death[:, :, :N] & ~s.alive[:, None, :N])
+    total = weight.sum(-1, keepdims=True)
+    share = np.divide(weight, total, out=np.zeros_like(weight), where=total > 0)
+    return (share * s.grief[..., None]).astype(np.float32)
+
+
 def in_flight(v: Village) -> np.ndarray:
     """(B, N) NPCs fleeing, or hiding at home at the end of a flight (a FLEE under way)."""
     s = v.state

@@ -234,6 +234,31 @@ def test_a_snapshot_saved_before_a_later_state_field_restores(tmp_path, world_te
     assert restored_count == 0 and "state.pos" in problems[0]
 
 
+def test_a_snapshot_from_before_grief_per_loss_shares_the_grief_out_over_the_losses(tmp_path, world_text):
+    """Restored into a world that holds grief per loss, a snapshot that held only the sum keeps every villager's
+    grief, shared out over the deaths it knows of."""
+    from engine.constants import Tuning
+
+    store = _store(tmp_path)
+    store.tuning = Tuning(grief_per_loss=True, mourning_ends_with_grief=True)
+    session = store.create({"world": world_text})
+    session.queue_event({"type": "death", "actor": "player", "target": "Alda"})
+    _step(session)
+    store.save(session)
+    path = tmp_path / "sessions" / f"{session.id}.npz"
+    with np.load(path, allow_pickle=False) as data:
+        old = {k: data[k] for k in data.files if k != "state.loss_grief"}
+    np.savez(path, **old)
+    again = _store(tmp_path)
+    again.tuning = store.tuning
+    assert again.restore_all() == (1, [])
+    state = again.sessions[session.id].sim.state
+    alda = session.sim.specs[0].npc_names.index("Alda")
+    assert state.grief.max() > 0.1, "the death was grieved"
+    np.testing.assert_allclose(state.loss_grief.sum(-1), state.grief, rtol=1e-5, atol=1e-7)
+    assert not np.delete(state.loss_grief, alda, axis=2).any(), "the one death known of holds all the grief"
+
+
 def test_snapshot_is_fsynced_before_the_rename(tmp_path, world_text, monkeypatch):
     import bridge.sessions as sessions
 
