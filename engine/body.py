@@ -292,8 +292,9 @@ def mourning_left(v: Village) -> np.ndarray:
     s = v.state
     if not v.t.grief_per_loss:
         return s.grief
+    at_body = (s.target >= 0) & (s.target < v.N)
     body = np.clip(s.target, 0, v.N - 1)[..., None]
-    return np.where(s.target < v.N, np.take_along_axis(s.loss_grief, body, 2)[..., 0], s.grief)
+    return np.where(at_body, np.take_along_axis(s.loss_grief, body, 2)[..., 0], s.grief)
 
 
 def hiding_is_over(v: Village) -> np.ndarray:
