@@ -212,17 +212,25 @@ def test_incompatible_snapshot_is_left_in_place(tmp_path, world_text):
     assert _store(tmp_path).restore_all() == (1, [])
 
 
-def test_a_snapshot_saved_before_a_later_state_field_restores(tmp_path, world_text):
-    """A session saved by a server from before `threat_victim` existed comes back, with that field fresh."""
+def _saved_without(tmp_path, world_text, field: str, tuning=None):
+    """A session in which the player killed Alda, saved as a server from before `field` existed would have saved it:
+    (the session, the snapshot's path, its arrays)."""
     store = _store(tmp_path)
+    store.tuning = tuning
     session = store.create({"world": world_text})
     session.queue_event({"type": "death", "actor": "player", "target": "Alda"})
     _step(session)
     store.save(session)
     path = tmp_path / "sessions" / f"{session.id}.npz"
     with np.load(path, allow_pickle=False) as data:
-        old = {k: data[k] for k in data.files if k != "state.threat_victim"}
+        old = {k: data[k] for k in data.files if k != f"state.{field}"}
     np.savez(path, **old)
+    return session, path, old
+
+
+def test_a_snapshot_saved_before_a_later_state_field_restores(tmp_path, world_text):
+    """A session saved by a server from before `threat_victim` existed comes back, with that field fresh."""
+    session, path, old = _saved_without(tmp_path, world_text, "threat_victim")
     again = _store(tmp_path)
     assert again.restore_all() == (1, [])
     restored = again.sessions[session.id].sim.state
@@ -239,18 +247,10 @@ def test_a_snapshot_from_before_grief_per_loss_shares_the_grief_out_over_the_los
     grief, shared out over the deaths it knows of."""
     from engine.constants import Tuning
 
-    store = _store(tmp_path)
-    store.tuning = Tuning(grief_per_loss=True, mourning_ends_with_grief=True)
-    session = store.create({"world": world_text})
-    session.queue_event({"type": "death", "actor": "player", "target": "Alda"})
-    _step(session)
-    store.save(session)
-    path = tmp_path / "sessions" / f"{session.id}.npz"
-    with np.load(path, allow_pickle=False) as data:
-        old = {k: data[k] for k in data.files if k != "state.loss_grief"}
-    np.savez(path, **old)
+    per_loss = Tuning(grief_per_loss=True, mourning_ends_with_grief=True)
+    session, _, _ = _saved_without(tmp_path, world_text, "loss_grief", per_loss)
     again = _store(tmp_path)
-    again.tuning = store.tuning
+    again.tuning = per_loss
     assert again.restore_all() == (1, [])
     state = again.sessions[session.id].sim.state
     alda = session.sim.specs[0].npc_names.index("Alda")
