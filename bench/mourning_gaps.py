@@ -10,9 +10,9 @@ far body means the NPC did not go. `p_mourn` is the policy's mean probability of
 window's ticks where the NPC was free to choose, and `learn_delay` the steps from the death to its learning of
 it (hearsay learns late): together they tell a policy that will not go from one that was never free to.
 The misses (short spell and never) are also put in the first of these classes that fits (`MISS_CLASSES`): died
-before the window ended; mourned another loss (six ticks or more of MOURN at another body: grief is one number, and
-the metric counts a mourning for the body it is held at); fled or hid (FLEE on twelve ticks or more of the window);
-charged (ATTACK on six or more); other.
+before the window ended; mourned another loss (six ticks or more of MOURN at another body: the metric counts a
+mourning for the body it is held at, and without Tuning.grief_per_loss one body's mourning eases every loss);
+fled or hid (FLEE on twelve ticks or more of the window); charged (ATTACK on six or more); other.
 It also counts the relations that would still have mourned counting only ticks on which some grief was left
 (>= 0.05), and the share of the windows' mourning ticks that had none: a vigil at the body after the grief is
 mourned away (where the body is a good place to meet the next villager to tell, say) is not grief work.

@@ -39,7 +39,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from npc_brains.checkpoint import CHECKSUM_KEY, CheckpointError, average_policies, load_checkpoint, save_checkpoint
+    from npc_brains.checkpoint import CheckpointError, average_policies, load_checkpoint, payload_of, save_checkpoint
     from npc_brains.tuning import TuningError, engine_tuning
     from village.cli import UserError
     from village.cmd_train import _tuning_flags
@@ -55,8 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         overrides = _tuning_flags(args.tuning)
         if len(paths) == 1 and overrides:  # nothing to average: the policy itself, in another world
-            payload = {k: v for k, v in load_checkpoint(paths[0]).items() if k not in ("format", "version",
-                                                                                      CHECKSUM_KEY)}
+            payload = payload_of(load_checkpoint(paths[0]))
         else:
             payload = average_policies(paths, weights)
         if overrides:

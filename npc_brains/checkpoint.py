@@ -167,5 +167,10 @@ def average_policies(paths: list[str | Path], weights: list[float] | None = None
         return stacked.to(first["model"][key].dtype)
 
     model = {key: mean(key) for key in first["model"]}
-    return {key: value for key, value in first.items() if key not in ("format", "version", CHECKSUM_KEY)} | {
-        "model": model, "averaged_from": [str(p) for p in paths], "averaged_weights": weights}
+    return payload_of(first) | {"model": model, "averaged_from": [str(p) for p in paths], "averaged_weights": weights}
+
+
+def payload_of(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """A loaded checkpoint without what `save_checkpoint` writes afresh (format, version, checksum): what to change
+    and save again as a new file."""
+    return {key: value for key, value in checkpoint.items() if key not in ("format", "version", CHECKSUM_KEY)}
