@@ -485,6 +485,76 @@ def target_checks(results: dict[str, Any], main: str) -> dict[str, list[Check]]:
     return out
 
 
+def targets_summary(targets: dict[str, list[Check]]) -> str:
+    """One line: how many of the per-size targets pass, and which fail."""
+    checks = [(size, c) for size in sorted(targets, key=int) for c in targets[size]]
+    failed = [f"{c.name} at {size}" for size, c in checks if c.passed is False]
+    passed = sum(c.passed is True for _, c in checks)
+    line = f"targets: {passed} of {len(checks)} pass"
+    return line + (f"; failing: {', '.join(failed)}" if failed else "")
+
+
+# run settings that the parts of one sweep split by world size must share (results.json "config"); --seed differs
+# on purpose (each part starts at its first world's index) and so do the worlds
+MERGE_SHARED_CONFIG: tuple[str, ...] = (
+    "scenarios", "seeds", "max_ticks", "deterministic", "temperature", "personality_strength", "personality_traits",
+    "random_init_draws", "random_init_seed",
+)
+
+
+class MergeError(ValueError):
+    """Parts of a split sweep that cannot be merged; the message names the part and the field."""
+
+
+def merge_by_size(parts: Sequence[tuple[str, dict[str, Any]]]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Merge the results.json payloads (label, payload) of one held-out sweep run as parts split by world size.
+
+    Returns (main policy, {policy: {"held_out_by_size": {size: metrics}}}, the shared config). Each size must come
+    from one part, and the parts must share the policies and MERGE_SHARED_CONFIG; a MergeError names what differs."""
+    if not parts:
+        raise MergeError("no parts to merge")
+    first_label, first = parts[0]
+    main: str | None = None
+    names: list[str] = []
+    merged: dict[str, Any] = {}
+    where: dict[str, str] = {}  # size -> the part it came from
+    for label, payload in parts:
+        if not isinstance(payload, dict) or not isinstance(payload.get("results"), dict) \
+                or not isinstance(payload.get("config"), dict):
+            raise MergeError(f"{label}: not a results.json written by village eval --out (expected 'config' and "
+                             "'results')")
+        if main is None:
+            main, names = payload.get("policy"), list(payload["results"])
+        elif payload.get("policy") != main:
+            raise MergeError(f"{label}: measures policy {payload.get('policy')!r}, {first_label} measures {main!r}")
+        elif sorted(payload["results"]) != sorted(names):
+            raise MergeError(f"{label}: compares {', '.join(sorted(payload['results']))}, {first_label} compares "
+                             f"{', '.join(sorted(names))}; the parts of one sweep must run the same policies")
+        for key in MERGE_SHARED_CONFIG:
+            if key.startswith("random_init") and "random_init" not in names:
+                continue  # recorded for every run, read only by the untrained comparison
+            a, b = first["config"].get(key), payload["config"].get(key)
+            if a != b:
+                raise MergeError(f"{label}: config.{key} is {b!r}, {first_label} has {a!r}; the parts of one sweep "
+                                 "must share it")
+        sizes = set(payload["results"].get(main, {}).get("held_out_by_size") or {})
+        if not sizes:
+            raise MergeError(f"{label}: no held-out generated world in it (worlds generated:N:SEED with SEED >= "
+                             f"{HELD_OUT_SEED_MIN}), so nothing to merge by size")
+        for size in sorted(sizes, key=int):
+            if size in where:
+                raise MergeError(f"{label}: its {size}-NPC worlds are also in {where[size]}; each size must come "
+                                 "from one part")
+            where[size] = label
+        for name in names:
+            by_size = payload["results"][name].get("held_out_by_size") or {}
+            merged.setdefault(name, {"held_out_by_size": {}})["held_out_by_size"].update(by_size)
+    for r in merged.values():
+        r["held_out_by_size"] = dict(sorted(r["held_out_by_size"].items(), key=lambda kv: int(kv[0])))
+    config = {key: first["config"].get(key) for key in MERGE_SHARED_CONFIG}
+    return str(main), merged, config
+
+
 def size_table(results: dict[str, Any], columns: Sequence[str] = SIZE_COLUMNS) -> str:
     """One row per (held-out size, policy)."""
     columns = with_remembered(results, columns, lambda r: iter(r.get("held_out_by_size", {}).values()))

@@ -73,6 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", metavar="DIR",
                         help="also write results.json, table.md and PNG plots (rates, reach, diversity, distance)")
     parser.add_argument("--strict", action="store_true", help="exit with status 1 if a threshold fails")
+    parser.add_argument("--merge", metavar="DIR,DIR,...",
+                        help="run nothing: merge the --out directories of one held-out sweep run in parts split by "
+                             "world size (over processes or machines, each part with its own --seed and the same "
+                             "--random-init-seed) and print the tables per size and the targets, as one run would; "
+                             "with --out and --json as for a run (docs/emergence.md, \"A sweep in parts\")")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     from village.cmd_train import add_ray_arguments
 
@@ -199,7 +204,72 @@ def _override_tuning(policies: list[tuple[str, Any]], flags: list[str]) -> None:
         raise UserError(f"--{exc}") from None
 
 
+# the flags that --merge reads; every other flag sets up a run, which --merge does not make
+MERGE_FLAGS = ("merge", "out", "json", "quiet")
+
+
+def merge(args: argparse.Namespace) -> int:
+    """`village eval --merge`: the per-size tables and targets of a sweep run in parts, from their results.json."""
+    from npc_brains.evaluate import MergeError, merge_by_size, size_table, target_checks, targets_summary, targets_table
+
+    defaults = argparse.ArgumentParser()
+    add_arguments(defaults)
+    for key, value in vars(args).items():
+        if key not in MERGE_FLAGS and value != defaults.get_default(key):
+            flag = "--" + key.replace("_", "-")
+            raise UserError(f"--merge: it runs nothing and reads the parts' own settings; {flag} does not apply")
+    parts = []
+    for directory in _items(args.merge, "--merge"):
+        path = Path(directory) / "results.json"
+        try:
+            payload = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise UserError(f"--merge: no results.json in {directory!r} (write one with village eval --out DIR)") \
+                from None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise UserError(f"--merge: cannot read {str(path)!r}: {exc}") from None
+        parts.append((directory, payload))
+    try:
+        main_name, results, config = merge_by_size(parts)
+    except MergeError as exc:
+        raise UserError(f"--merge: {exc}") from None
+    targets = target_checks(results, main_name)
+    sizes = ", ".join(f"{label} ({', '.join(sorted(p['results'][main_name]['held_out_by_size'], key=int))} NPCs)"
+                      for label, p in parts)
+    print(f"village eval --merge: policy {main_name} vs {', '.join(n for n in results if n != main_name) or 'nothing'}"
+          f"; {len(parts)} parts: {sizes}")
+    if "random" in results:
+        print("note: random: uniform random actions draw on each part's --seed, so its rows are not one run's "
+              "(no target reads them)")
+    print()
+    print(size_table(results))
+    print()
+    print(targets_table(targets, main_name))
+    print()
+    print(targets_summary(targets))
+    if args.out is not None:
+        out_dir = Path(args.out)
+        payload = {"policy": main_name, "config": {**config, "merged_from": [label for label, _ in parts]},
+                   "targets_by_size": {n: [c.__dict__ for c in cs] for n, cs in targets.items()}, "results": results}
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+            (out_dir / "table.md").write_text(f"# village eval --merge: {main_name}\n\n{size_table(results)}\n\n"
+                                              f"{targets_table(targets, main_name)}\n\n{targets_summary(targets)}\n",
+                                              encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"--out: cannot write to {str(out_dir)!r}: {exc.strerror or exc}") from None
+        print(f"wrote results.json and table.md to {out_dir}")
+    if args.json:
+        print(json.dumps({name: {"held_out_by_size": {k: {c: x for c, x in v.items() if c != "curves"}
+                                                      for k, v in r["held_out_by_size"].items()}}
+                          for name, r in results.items()}, separators=(",", ":")))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.merge is not None:
+        return merge(args)
     from engine.scenarios import ScenarioError, bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
     from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS, SWEEP_PER_SIZE, size_worlds
@@ -275,6 +345,7 @@ def run(args: argparse.Namespace) -> int:
         scenario_table,
         size_table,
         target_checks,
+        targets_summary,
         targets_table,
         threshold_checks,
         write_plots,
@@ -321,6 +392,8 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(targets_table(targets, main_name))
         print()
+        print(targets_summary(targets))
+        print()
     print(f"wall time: {wall:.1f} s")
     if out_dir is not None:
         plotted = _write_outputs(out_dir, results, checks, scope, main_name, notes, wall, args, world_labels,
@@ -359,9 +432,9 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
     parts = [f"# village eval: {main_name}", "", markdown_table(results, SCALARS), "", checks_table(checks, main_name,
                                                                                                     scope)]
     if targets:
-        from npc_brains.evaluate import size_table, targets_table
+        from npc_brains.evaluate import size_table, targets_summary, targets_table
 
-        parts += ["", size_table(results), "", targets_table(targets, main_name)]
+        parts += ["", size_table(results), "", targets_table(targets, main_name), "", targets_summary(targets)]
     for metric in ("mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency"):
         parts += ["", scenario_table(results, metric)]
     if notes:
