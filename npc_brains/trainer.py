@@ -932,5 +932,32 @@ def config_from_checkpoint(path: str | Path, overrides: dict[str, Any] | None = 
         raise CheckpointError(f"{path}: stored configuration is not valid here ({exc})") from None
 
 
-__all__ = ["Batch", "Collector", "Result", "RunWriteError", "Trainer", "WriteFailed", "auto_envs",
-           "config_from_checkpoint", "pick_device", "train"]
+# the options a recipe leaves to the new run: where it writes, what it starts from, its seed, and the machine's
+RECIPE_LEAVES: tuple[str, ...] = ("run_dir", "init_from", "seed", "device", "threads", "collector", "checkpoint_every")
+
+
+def recipe_of(source: str) -> dict[str, Any]:
+    """The training options a policy (default, mappo or a policy file) was trained with, as a flat mapping for
+    config_from_dict: its hyperparameters, components, worlds, steps and engine tuning, less RECIPE_LEAVES. A
+    weight average carries its first policy's; CheckpointError (one line) for a file that is not a policy."""
+    from npc_brains.resolve import BUNDLED, bundled_policy
+
+    path = bundled_policy(source) if source in BUNDLED else Path(source)
+    try:
+        ckpt = load_checkpoint(path)
+    except CheckpointError as exc:
+        raise CheckpointError(f"recipe: {exc}") from None
+    stored = dict(ckpt["config"])
+    if "net" in ckpt and "slot_hidden" not in stored:  # written before the option: the width its networks have
+        stored["slot_hidden"] = NetSpec.from_dict(ckpt["net"]).slot_hidden
+    stored.setdefault("constraint_rows", 1.0)
+    recipe = {k: v for k, v in stored.items() if k not in RECIPE_LEAVES}
+    try:
+        config_from_dict(recipe, source=f"recipe {source}")
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(f"recipe: {source}'s stored configuration is not valid here ({exc})") from None
+    return recipe
+
+
+__all__ = ["Batch", "Collector", "RECIPE_LEAVES", "Result", "RunWriteError", "Trainer", "WriteFailed", "auto_envs",
+           "config_from_checkpoint", "pick_device", "recipe_of", "train"]

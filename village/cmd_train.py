@@ -175,6 +175,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from npc_brains.config import COMPONENTS, TrainConfig
 
     parser.add_argument("--config", metavar="FILE", help="TOML file with any of the options below (same keys)")
+    parser.add_argument("--recipe", metavar="POLICY",
+                        help="train as POLICY was trained (default, mappo or a policy file): its recorded "
+                             "hyperparameters, components, worlds, steps and engine tuning become this run's "
+                             "defaults, under --config and the flags; the run's own choices (--run-dir, "
+                             "--init-from, --seed, --device, --threads, --collector, --checkpoint-every) are not "
+                             "taken. `--recipe default --init-from default` fine-tunes the bundled policy with the "
+                             "command of its last stage")
     parser.add_argument("--resume", nargs="?", const="auto", metavar="CHECKPOINT",
                         help="continue a run: its checkpoints/last.pt (default) or the given checkpoint")
     parser.add_argument("--overwrite", action="store_true", help="start afresh even if --run-dir holds a run")
@@ -244,8 +251,17 @@ def build_config(args: argparse.Namespace) -> tuple[Any, Path | None]:
 
     flags = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
     layered: dict[str, Any] = {}
+    if args.recipe is not None:
+        if args.resume is not None:
+            raise UserError("--recipe: a resumed run keeps its own options; expected one of --recipe and --resume")
+        from npc_brains.trainer import recipe_of
+
+        layered.update(recipe_of(args.recipe))
     if args.config:
-        layered.update(load_toml_config(args.config))
+        table = load_toml_config(args.config)
+        if isinstance(table.get("tuning"), dict):  # a config's [tuning] adds to the recipe's world
+            table["tuning"] = {**layered.get("tuning", {}), **table["tuning"]}
+        layered.update(table)
     if "tuning" in flags:
         layered["tuning"] = {**layered.get("tuning", {}), **_tuning_flags(flags.pop("tuning"))}
     layered.update(flags)

@@ -342,3 +342,50 @@ def test_init_from_starts_the_actor_from_a_trained_policy(tmp_path, village):
                     "--init-from", str(source), "--run-dir", str(tmp_path / "e"))
     assert other.returncode == 2 and "init-from:" in other.stderr and "obs_dim" in other.stderr
     assert "Traceback" not in missing.stderr + other.stderr
+
+
+def test_recipe_trains_as_a_policy_was_trained_under_the_config_and_flags(tmp_path, village):
+    """--recipe: a policy's recorded options become the run's defaults; a TOML's [tuning] and the flags go on top,
+    and the run's own choices (run dir, seed, start) are not taken."""
+    base = ("--steps", "64", "--envs", "1", "--rollout", "8", "--no-progress")
+    first = village(*base, "--algo", "mappo", "--lr", "0.001", "--ent-coef", "0.05", "--tuning", "w_alive=2",
+                    "--tuning", "fear_near=0.5", "--seed", "3", "--run-dir", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stderr
+    cfg = tmp_path / "more.toml"
+    cfg.write_text("[tuning]\nfear_near = 0.25\n")
+    again = village("--recipe", str(tmp_path / "a" / "policy.pt"), "--config", str(cfg), "--steps", "32",
+                    "--tuning", "attack_needs_grievance=false", "--lr", "0.002", "--run-dir", str(tmp_path / "b"),
+                    "--no-progress")
+    assert again.returncode == 0, again.stderr
+    stored = load_checkpoint(tmp_path / "b" / "policy.pt")["config"]
+    assert (stored["algo"], stored["ent_coef"], stored["envs"], stored["rollout"]) == ("mappo", 0.05, 1, 8)
+    assert (stored["lr"], stored["steps"], stored["seed"], stored["run_dir"]) == (0.002, 32, 0, str(tmp_path / "b"))
+    assert stored["tuning"] == {"w_alive": 2, "fear_near": 0.25, "attack_needs_grievance": False}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--recipe", "{tmp}/nope.pt"], "recipe: no checkpoint file"),
+    (["--recipe", "{tmp}/notes.txt"], "recipe: {tmp}/notes.txt: not a readable checkpoint"),
+    (["--recipe", "default", "--resume"], "--recipe: a resumed run keeps its own options"),
+])
+def test_a_bad_recipe_is_one_line(tmp_path, village, args, message):
+    (tmp_path / "notes.txt").write_text("not a policy\n")
+    out = village(*[a.format(tmp=tmp_path) for a in args], "--steps", "64", "--run-dir", str(tmp_path / "r"),
+                  "--no-progress")
+    assert out.returncode == 2
+    assert message.format(tmp=tmp_path) in out.stderr and "Traceback" not in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r" / "metrics.jsonl").exists()
+
+
+def test_the_bundled_recipe_is_its_last_stage_less_the_runs_own_choices():
+    from npc_brains.checkpoint import load_checkpoint as load
+    from npc_brains.resolve import bundled_policy
+    from npc_brains.trainer import RECIPE_LEAVES, recipe_of
+
+    recipe = recipe_of("default")
+    stored = load(bundled_policy("default"))["config"]
+    assert not set(RECIPE_LEAVES) & set(recipe)
+    assert {k: v for k, v in stored.items() if k not in RECIPE_LEAVES} == {k: recipe[k] for k in stored
+                                                                          if k not in RECIPE_LEAVES}
+    assert recipe["tuning"]["grief_per_loss"] is True and recipe["steps"] == 16_000_000
