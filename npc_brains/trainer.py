@@ -917,14 +917,19 @@ def train(cfg: TrainConfig, *, progress: bool = False, resume: str | Path | None
     return Trainer(cfg, progress=progress, resume=resume).train()
 
 
-def config_from_checkpoint(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """The configuration stored in a checkpoint, with `overrides` applied (for --resume)."""
-    ckpt = load_checkpoint(path)
+def stored_config(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's training options, with those it was written before filled in as it was trained."""
     stored = dict(ckpt["config"])
     # written before these options: the entity head's width its networks have, the teacher's KL on every row
     if "slot_hidden" not in stored and "net" in ckpt:
         stored["slot_hidden"] = NetSpec.from_dict(ckpt["net"]).slot_hidden
     stored.setdefault("constraint_rows", 1.0)
+    return stored
+
+
+def config_from_checkpoint(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
+    """The configuration stored in a checkpoint, with `overrides` applied (for --resume)."""
+    stored = stored_config(load_checkpoint(path))
     stored.update(overrides or {})
     try:
         return config_from_dict(stored, source=str(path))
@@ -947,11 +952,7 @@ def recipe_of(source: str) -> dict[str, Any]:
         ckpt = load_checkpoint(path)
     except CheckpointError as exc:
         raise CheckpointError(f"recipe: {exc}") from None
-    stored = dict(ckpt["config"])
-    if "net" in ckpt and "slot_hidden" not in stored:  # written before the option: the width its networks have
-        stored["slot_hidden"] = NetSpec.from_dict(ckpt["net"]).slot_hidden
-    stored.setdefault("constraint_rows", 1.0)
-    recipe = {k: v for k, v in stored.items() if k not in RECIPE_LEAVES}
+    recipe = {k: v for k, v in stored_config(ckpt).items() if k not in RECIPE_LEAVES}
     try:
         config_from_dict(recipe, source=f"recipe {source}")
     except (ConfigError, TypeError) as exc:
