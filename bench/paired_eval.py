@@ -5,8 +5,9 @@ move by chance by about as much as most changes do (docs/emergence.md, "Thirty-f
 play the same scenario runs with the same simulation seeds, villages are resampled together, and what the villages
 share (who was killed, who saw it, who is kin) cancels out of the difference. Prints, per world size, each rate of
 A and of B with its 95% bootstrap interval over the villages, and A - B with its paired interval; a difference
-whose interval excludes 0 is marked. Then each side's personality diversity per size: SND of its probabilities and
-SND as played (`village eval`'s `diversity` and `diversity_played`), without intervals.
+whose interval excludes 0 is marked, and one line lists them (`beyond_chance` in the JSON). Then each side's
+personality diversity per size: SND of its probabilities and SND as played (`village eval`'s `diversity` and
+`diversity_played`), without intervals.
 
     python bench/paired_eval.py --a runs/x/policy.pt --b default --worlds generated:24:10000,generated:96:10000
     python bench/paired_eval.py --a mappo --b default --seeds 32 --json
@@ -177,6 +178,17 @@ def compare(stats_a: dict[int, Any], stats_b: dict[int, Any]) -> dict[str, dict[
     return out
 
 
+def beyond_chance(table: dict[str, dict[str, dict[str, Any]]]) -> dict[str, list[str]]:
+    """The rates whose paired interval excludes 0: {"lower": ["revenge_rate at 24", ...], "higher": [...]} (A - B)."""
+    out: dict[str, list[str]] = {"lower": [], "higher": []}
+    for size, rates in table.items():
+        for rate, r in rates.items():
+            d = r["diff_interval"]
+            if d is not None and (d[0] > 0 or d[1] < 0):
+                out["higher" if d[0] > 0 else "lower"].append(f"{rate} at {size}")
+    return out
+
+
 def fmt(value: float | None, interval: list[float] | None, sign: bool = False) -> str:
     if value is None:
         return "n/a"
@@ -218,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             mark = " *" if d is not None and (d[0] > 0 or d[1] < 0) else ""
             print(f"| {size} | {rate} | {fmt(r['a'], r['a_interval'])} | {fmt(r['b'], r['b_interval'])} | "
                   f"{fmt(r['diff'], d, sign=True)}{mark} |")
+    marked = beyond_chance(table)
+    print()
+    print("beyond chance: " + ("; ".join(f"A {side} in {', '.join(items)}" for side, items in marked.items() if items)
+                               or "no rate differs"))
     print()
     print("| NPCs | SND A | SND B | as played A | as played B |")
     print("|---:|---:|---:|---:|---:|")
@@ -232,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                           "personality_strength_b": args.personality_strength_b,
                           "personality_traits_a": args.personality_traits_a,
                           "personality_traits_b": args.personality_traits_b, "by_size": table,
+                          "beyond_chance": marked,
                           "diversity": diversity}))
     return 0
 

@@ -124,9 +124,17 @@ def test_the_paired_comparison_reports_what_village_eval_measures(bench_script, 
         assert out[size][rate]["a"] == ref["scripted"][rate]
         assert out[size][rate]["b"] == ref["random"][rate]
     assert out[size]["revenge_rate"]["diff_interval"][0] > 0  # the rules avenge; random actions seldom do
+    assert bench.main(["--a", "scripted", "--b", "random", *flags]) == 0
+    text = capsys.readouterr().out
+    marked = json.loads(text.strip().splitlines()[-1])["beyond_chance"]
+    assert f"revenge_rate at {size}" in marked["higher"]  # the line lists every marked rate, on its side
+    assert len(marked["higher"]) + len(marked["lower"]) == text.count(" * |")
+    assert "beyond chance: A higher in " in text
     assert bench.main(["--a", "scripted", "--b", "scripted", *flags]) == 0
-    same = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["by_size"][size]
-    assert all(r["diff_interval"] in ([0.0, 0.0], None) for r in same.values())
+    text = capsys.readouterr().out
+    same = json.loads(text.strip().splitlines()[-1])
+    assert all(r["diff_interval"] in ([0.0, 0.0], None) for r in same["by_size"][size].values())
+    assert same["beyond_chance"] == {"lower": [], "higher": []} and "beyond chance: no rate differs" in text
 
 
 def test_the_paired_comparison_plays_a_greedy_side_as_village_eval_deterministic(bench_script, capsys):
