@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -267,9 +268,36 @@ def merge(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass
+class Plan:
+    """What the flags ask to run, checked: scenarios x worlds x villages, the comparisons and where to write."""
+
+    villages: int
+    seed: int
+    max_ticks: int | None
+    compare: list[str]
+    draws: int
+    untrained_seed: int
+    temperature: float | None
+    scenarios: list[Any]
+    world_labels: list[str]
+    worlds: list[tuple[str, Any]]
+    out_dir: Path | None
+    ray: Any  # RayOptions, connected; None: play here
+
+
 def run(args: argparse.Namespace) -> int:
     if args.merge is not None:
         return merge(args)
+    plan = _plan(args)
+    notes: list[str] = []
+    policies = _policies(args, plan, notes)
+    results, wall = _play(args, plan, policies, notes)
+    return _report(args, plan, policies, results, notes, wall)
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    """Check every flag before anything is loaded or played; UserError names the first bad one."""
     from engine.scenarios import ScenarioError, bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
     from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS, SWEEP_PER_SIZE, size_worlds
@@ -320,26 +348,63 @@ def run(args: argparse.Namespace) -> int:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(f"--out: cannot create {str(out_dir)!r}: {exc.strerror or exc}") from None
-
     from village.cmd_train import ray_options
 
-    ray = ray_options(args)
-    notes: list[str] = []
-    main_name, main = _load_main_policy(args.policy, seed)
-    policies = [(main_name, main), *_comparisons(compare, main_name, main, seed, notes, draws, untrained_seed)]
+    return Plan(villages, seed, max_ticks, compare, draws, untrained_seed, temperature, scenarios, world_labels,
+                worlds, out_dir, ray_options(args))
+
+
+def _policies(args: argparse.Namespace, plan: Plan, notes: list[str]) -> list[tuple[str, Any]]:
+    """The measured policy first, then its comparisons, each played as the flags say."""
+    main_name, main = _load_main_policy(args.policy, plan.seed)
+    policies = [(main_name, main), *_comparisons(plan.compare, main_name, main, plan.seed, notes, plan.draws,
+                                                 plan.untrained_seed)]
     if args.tuning:
         _override_tuning(policies, args.tuning)
-    if temperature is not None:
-        _set_temperature(policies, temperature, notes)
+    if plan.temperature is not None:
+        _set_temperature(policies, plan.temperature, notes)
     if args.personality_strength is not None:
-        policies = _set_personality_strength(policies, args.personality_strength, args.personality_traits, seed,
-                                             notes)
+        policies = _set_personality_strength(policies, args.personality_strength, args.personality_traits,
+                                             plan.seed, notes)
+    return policies
 
+
+def _play(args: argparse.Namespace, plan: Plan, policies: list[tuple[str, Any]],
+          notes: list[str]) -> tuple[dict[str, Any], float]:
+    """Every policy on every scenario run (here, or on Ray actors with --ray); (results, wall seconds)."""
+    from tqdm import tqdm
+
+    from npc_brains.evaluate import EvalSpec, add_diversity_ratio, evaluate
+
+    spec = EvalSpec(plan.scenarios, plan.worlds, villages=plan.villages, seed=plan.seed, max_ticks=plan.max_ticks,
+                    deterministic=args.deterministic)
+    total = len(policies) * len(plan.scenarios) * len(plan.worlds)
+    started = time.perf_counter()
+    with tqdm(total=total, file=sys.stderr, disable=args.quiet, unit="run", dynamic_ncols=True) as bar:
+        calls = [0]
+
+        def progress(desc: str) -> None:  # called as each run starts
+            if calls[0]:
+                bar.update(1)
+            calls[0] += 1
+            bar.set_description(desc, refresh=False)
+
+        if plan.ray is None:
+            results = evaluate(policies, spec, progress=progress, notes=notes)
+        else:
+            from npc_brains.distributed import evaluate_parallel
+
+            results = evaluate_parallel(policies, spec, plan.ray, progress=progress, notes=notes)
+            add_diversity_ratio(results)
+        bar.update(total - bar.n)
+    return results, time.perf_counter() - started
+
+
+def _report(args: argparse.Namespace, plan: Plan, policies: list[tuple[str, Any]], results: dict[str, Any],
+            notes: list[str], wall: float) -> int:
+    """Print the tables, thresholds and targets; write --out; the exit status (--strict)."""
     from npc_brains.evaluate import (
-        EvalSpec,
-        add_diversity_ratio,
         checks_table,
-        evaluate,
         json_line,
         markdown_table,
         scenario_table,
@@ -351,34 +416,11 @@ def run(args: argparse.Namespace) -> int:
         write_plots,
     )
 
-    spec = EvalSpec(scenarios, worlds, villages=villages, seed=seed, max_ticks=max_ticks,
-                    deterministic=args.deterministic)
-    total = len(policies) * len(scenarios) * len(worlds)
-    started = time.perf_counter()
-    from tqdm import tqdm
-
-    with tqdm(total=total, file=sys.stderr, disable=args.quiet, unit="run", dynamic_ncols=True) as bar:
-        calls = [0]
-
-        def progress(desc: str) -> None:  # called as each run starts
-            if calls[0]:
-                bar.update(1)
-            calls[0] += 1
-            bar.set_description(desc, refresh=False)
-
-        if ray is None:
-            results = evaluate(policies, spec, progress=progress, notes=notes)
-        else:
-            from npc_brains.distributed import evaluate_parallel
-
-            results = evaluate_parallel(policies, spec, ray, progress=progress, notes=notes)
-            add_diversity_ratio(results)
-        bar.update(total - bar.n)
-    wall = time.perf_counter() - started
-
+    main_name = policies[0][0]
     checks, scope = threshold_checks(results, main_name)
     print(f"village eval: policy {main_name} vs {', '.join(n for n, _ in policies[1:]) or 'nothing'}; "
-          f"{len(scenarios)} scenarios x {len(worlds)} worlds ({', '.join(world_labels)}) x {villages} seeds")
+          f"{len(plan.scenarios)} scenarios x {len(plan.worlds)} worlds ({', '.join(plan.world_labels)}) x "
+          f"{plan.villages} seeds")
     for note in dict.fromkeys(notes):
         print(f"note: {note}")
     print()
@@ -395,11 +437,11 @@ def run(args: argparse.Namespace) -> int:
         print(targets_summary(targets))
         print()
     print(f"wall time: {wall:.1f} s")
-    if out_dir is not None:
-        plotted = _write_outputs(out_dir, results, checks, scope, main_name, notes, wall, args, world_labels,
-                                 [s.id for s in scenarios], villages, markdown_table, checks_table, scenario_table,
-                                 write_plots, targets)
-        print(f"wrote results.json, table.md{' and plots' if plotted else ''} to {out_dir}")
+    if plan.out_dir is not None:
+        plotted = _write_outputs(plan.out_dir, results, checks, scope, main_name, notes, wall, args,
+                                 plan.world_labels, [s.id for s in plan.scenarios], plan.villages, markdown_table,
+                                 checks_table, scenario_table, write_plots, targets)
+        print(f"wrote results.json, table.md{' and plots' if plotted else ''} to {plan.out_dir}")
     if args.json:
         print(json.dumps(json_line(results), separators=(",", ":")))
     failed = any(c.passed is False for c in checks)
