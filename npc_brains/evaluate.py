@@ -100,6 +100,21 @@ class EvalSpec:
     deterministic: bool = False
     params: MetricParams = field(default_factory=MetricParams)
     probe_rows: int = 256
+    # each world's place in the list whose villages it plays (part of a sweep, `village eval --sizes`); None: its own
+    world_index: tuple[int, ...] | None = None
+
+    def village_seed(self, si: int, wi: int) -> int:
+        """The simulation seed of scenario `si` on world `wi`: the same cell of a list, the same villages."""
+        place = wi if self.world_index is None else self.world_index[wi]
+        return self.seed + 1009 * si + 7 * place
+
+
+def world_size(label: str) -> int | None:
+    """The NPC count N of a `generated:N:SEED` label; None for any other world."""
+    parts = label.split(":")
+    if len(parts) != 3 or parts[0] != "generated" or not parts[1].isdigit():
+        return None
+    return int(parts[1])
 
 
 def is_held_out(label: str) -> bool:
@@ -302,7 +317,7 @@ def evaluate_cell(policy: Policy, spec: EvalSpec, si: int, wi: int) -> Cell:
     scenario, (label, world) = spec.scenarios[si], spec.worlds[wi]
     try:
         trace = run_scenario(policy, scenario, world, villages=spec.villages,
-                             seed=spec.seed + 1009 * si + 7 * wi, slots=policy_slots(policy),
+                             seed=spec.village_seed(si, wi), slots=policy_slots(policy),
                              max_ticks=spec.max_ticks, deterministic=spec.deterministic,
                              probe_rows=spec.probe_rows, tuning=policy_tuning(policy))
     except ScenarioError as exc:

@@ -42,6 +42,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "to 10000 + K - 1); two worlds of one size can differ by more than the sizes do, so "
                              "more worlds measure a size's rate with less luck of the draw; with 4 or more the "
                              "targets also get an interval over the worlds (default: 2)")
+    parser.add_argument("--sizes", default=None, metavar="N,...",
+                        help="with --sweep: play only its worlds of these sizes (among 12, 24, 48, 96), on the "
+                             "villages the whole sweep gives them, so that the sweep can run in parts (over "
+                             "processes or machines, each with its own --out) and --merge reads the parts as one "
+                             "run (default: every size)")
     parser.add_argument("--seeds", default=str(DEFAULT_SEEDS),
                         help=f"villages (simulation seeds) per scenario and world (default: {DEFAULT_SEEDS})")
     parser.add_argument("--seed", default="0", help="base simulation seed (default: 0)")
@@ -284,6 +289,7 @@ class Plan:
     worlds: list[tuple[str, Any]]
     out_dir: Path | None
     ray: Any  # RayOptions, connected; None: play here
+    world_index: tuple[int, ...] | None  # --sizes: each world's place in the whole sweep
 
 
 def run(args: argparse.Namespace) -> int:
@@ -300,7 +306,7 @@ def _plan(args: argparse.Namespace) -> Plan:
     """Check every flag before anything is loaded or played; UserError names the first bad one."""
     from engine.scenarios import ScenarioError, bundled_scenarios, load_scenario
     from engine.vec_env import resolve_world
-    from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS, SWEEP_PER_SIZE, size_worlds
+    from npc_brains.evaluate import COMPARISONS, DEFAULT_WORLDS, SWEEP_PER_SIZE, SWEEP_SIZES, size_worlds, world_size
 
     villages = _int_flag(args.seeds, "--seeds", 1)
     seed = _int_flag(args.seed, "--seed", 0)
@@ -340,6 +346,17 @@ def _plan(args: argparse.Namespace) -> Plan:
     per_size = SWEEP_PER_SIZE if args.sweep_worlds is None else _int_flag(args.sweep_worlds, "--sweep-worlds", 1)
     world_labels = list(size_worlds(per_size) if args.sweep else DEFAULT_WORLDS) if args.worlds is None else _items(
         args.worlds, "--worlds")
+    world_index = None
+    if args.sizes is not None:
+        if not args.sweep:
+            raise UserError("--sizes: it picks sizes of --sweep's worlds; expected --sweep with it")
+        sizes = {_int_flag(text, "--sizes", 1) for text in _items(args.sizes, "--sizes")}
+        for n in sorted(sizes - set(SWEEP_SIZES)):
+            raise UserError(f"--sizes: {n} is not a size of the sweep; expected some of "
+                            f"{', '.join(map(str, SWEEP_SIZES))}")
+        picked = [(j, label) for j, label in enumerate(world_labels) if world_size(label) in sizes]
+        world_index = tuple(j for j, _ in picked)
+        world_labels = [label for _, label in picked]
     worlds = [(label, resolve_world(label)) for label in world_labels]
     out_dir = None
     if args.out:
@@ -351,7 +368,7 @@ def _plan(args: argparse.Namespace) -> Plan:
     from village.cmd_train import ray_options
 
     return Plan(villages, seed, max_ticks, compare, draws, untrained_seed, temperature, scenarios, world_labels,
-                worlds, out_dir, ray_options(args))
+                worlds, out_dir, ray_options(args), world_index)
 
 
 def _policies(args: argparse.Namespace, plan: Plan, notes: list[str]) -> list[tuple[str, Any]]:
@@ -377,7 +394,7 @@ def _play(args: argparse.Namespace, plan: Plan, policies: list[tuple[str, Any]],
     from npc_brains.evaluate import EvalSpec, add_diversity_ratio, evaluate
 
     spec = EvalSpec(plan.scenarios, plan.worlds, villages=plan.villages, seed=plan.seed, max_ticks=plan.max_ticks,
-                    deterministic=args.deterministic)
+                    deterministic=args.deterministic, world_index=plan.world_index)
     total = len(policies) * len(plan.scenarios) * len(plan.worlds)
     started = time.perf_counter()
     with tqdm(total=total, file=sys.stderr, disable=args.quiet, unit="run", dynamic_ncols=True) as bar:

@@ -67,6 +67,20 @@ def test_a_sweep_in_parts_merges_into_the_one_runs_tables_and_targets(parts: Pat
     assert summary(out) in (parts / "merged" / "table.md").read_text()
 
 
+def test_sizes_plays_a_part_of_the_sweep_on_the_villages_the_whole_sweep_gives_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--sweep --sizes`: parts that are not runs of the list's neighbours (12 with 48, 24 with 96) merge into the
+    whole sweep's figures, which no --seed offset could give them."""
+    sweep = [*RUN, "--sweep", "--sweep-worlds", "1", "--max-ticks", "60"]
+    whole = by_size(run_eval([*sweep, "--json"], capsys))
+    for part, sizes in (("a", "12,48"), ("b", "96,24")):
+        out = run_eval([*sweep, "--sizes", sizes, "--out", str(tmp_path / part)], capsys)
+        assert f"worlds (generated:{sizes.split(',')[0] if part == 'a' else 24}:10000" in out
+    merged = by_size(run_eval(["--merge", f"{tmp_path / 'a'},{tmp_path / 'b'}", "--json"], capsys))
+    assert set(merged["default"]) == {"12", "24", "48", "96"}
+    assert merged == whole
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--merge", "{a},{a}"], "its 12-NPC worlds are also in"),
     (["--merge", "{a},{missing}"], "no results.json in"),
