@@ -643,13 +643,17 @@ def scenario_table(results: dict[str, Any], metric: str) -> str:
     return "\n".join(lines)
 
 
+def without_curves(by_size: dict[str, Any]) -> dict[str, Any]:
+    """`held_out_by_size` as the JSON line prints it: every figure but the curves (results.json keeps them)."""
+    return {size: {k: v for k, v in m.items() if k != "curves"} for size, m in by_size.items()}
+
+
 def json_line(results: dict[str, Any]) -> dict[str, Any]:
     """What `village eval --json` prints on its last line: scalars, held-out scalars, per-scenario and per-world
     rates."""
     return {name: {**scalar_view(r), "diversity_ratio": r.get("diversity_ratio"),
                    "diversity_played_ratio": r.get("diversity_played_ratio"), "held_out": r.get("held_out"),
-                   "held_out_by_size": {k: {c: x for c, x in v.items() if c != "curves"}
-                                        for k, v in r.get("held_out_by_size", {}).items()},
+                   "held_out_by_size": without_curves(r.get("held_out_by_size", {})),
                    "by_scenario": r.get("by_scenario"), "by_world": r.get("by_world"), "counts": r.get("counts")}
             for name, r in results.items()}
 

@@ -81,9 +81,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="exit with status 1 if a threshold fails")
     parser.add_argument("--merge", metavar="DIR,DIR,...",
                         help="run nothing: merge the --out directories of one held-out sweep run in parts split by "
-                             "world size (over processes or machines, each part with its own --seed and the same "
-                             "--random-init-seed) and print the tables per size and the targets, as one run would; "
-                             "with --out and --json as for a run (docs/emergence.md, \"A sweep in parts\")")
+                             "world size (over processes or machines, each part with --sweep --sizes) and print the "
+                             "tables per size and the targets, as one run would; with --out and --json as for a run "
+                             "(docs/emergence.md, \"A sweep in parts\")")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     from village.cmd_train import add_ray_arguments
 
@@ -216,7 +216,15 @@ MERGE_FLAGS = ("merge", "out", "json", "quiet")
 
 def merge(args: argparse.Namespace) -> int:
     """`village eval --merge`: the per-size tables and targets of a sweep run in parts, from their results.json."""
-    from npc_brains.evaluate import MergeError, merge_by_size, size_table, target_checks, targets_summary, targets_table
+    from npc_brains.evaluate import (
+        MergeError,
+        merge_by_size,
+        size_table,
+        target_checks,
+        targets_summary,
+        targets_table,
+        without_curves,
+    )
 
     defaults = argparse.ArgumentParser()
     add_arguments(defaults)
@@ -267,8 +275,7 @@ def merge(args: argparse.Namespace) -> int:
             raise UserError(f"--out: cannot write to {str(out_dir)!r}: {exc.strerror or exc}") from None
         print(f"wrote results.json and table.md to {out_dir}")
     if args.json:
-        print(json.dumps({name: {"held_out_by_size": {k: {c: x for c, x in v.items() if c != "curves"}
-                                                      for k, v in r["held_out_by_size"].items()}}
+        print(json.dumps({name: {"held_out_by_size": without_curves(r["held_out_by_size"])}
                           for name, r in results.items()}, separators=(",", ":")))
     return 0
 
