@@ -509,6 +509,11 @@ def targets_summary(targets: dict[str, list[Check]]) -> str:
     return line + (f"; failing: {', '.join(failed)}" if failed else "")
 
 
+def size_report(results: dict[str, Any], targets: dict[str, list[Check]], main: str) -> str:
+    """What a run with held-out worlds prints per size: the table, the targets and their count."""
+    return "\n\n".join((size_table(results), targets_table(targets, main), targets_summary(targets)))
+
+
 # run settings that the parts of one sweep split by world size must share (results.json "config"); --seed differs
 # on purpose (each part starts at its first world's index) and so do the worlds
 MERGE_SHARED_CONFIG: tuple[str, ...] = (

@@ -216,15 +216,7 @@ MERGE_FLAGS = ("merge", "out", "json", "quiet")
 
 def merge(args: argparse.Namespace) -> int:
     """`village eval --merge`: the per-size tables and targets of a sweep run in parts, from their results.json."""
-    from npc_brains.evaluate import (
-        MergeError,
-        merge_by_size,
-        size_table,
-        target_checks,
-        targets_summary,
-        targets_table,
-        without_curves,
-    )
+    from npc_brains.evaluate import MergeError, merge_by_size, size_report, target_checks, without_curves
 
     defaults = argparse.ArgumentParser()
     add_arguments(defaults)
@@ -256,11 +248,8 @@ def merge(args: argparse.Namespace) -> int:
         print("note: random: uniform random actions draw on each part's --seed, so its rows are not one run's "
               "(no target reads them)")
     print()
-    print(size_table(results))
-    print()
-    print(targets_table(targets, main_name))
-    print()
-    print(targets_summary(targets))
+    report = size_report(results, targets, main_name)
+    print(report)
     if args.out is not None:
         out_dir = Path(args.out)
         payload = {"policy": main_name, "config": {**config, "merged_from": [label for label, _ in parts]},
@@ -268,9 +257,7 @@ def merge(args: argparse.Namespace) -> int:
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             (out_dir / "results.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
-            (out_dir / "table.md").write_text(f"# village eval --merge: {main_name}\n\n{size_table(results)}\n\n"
-                                              f"{targets_table(targets, main_name)}\n\n{targets_summary(targets)}\n",
-                                              encoding="utf-8")
+            (out_dir / "table.md").write_text(f"# village eval --merge: {main_name}\n\n{report}\n", encoding="utf-8")
         except OSError as exc:
             raise UserError(f"--out: cannot write to {str(out_dir)!r}: {exc.strerror or exc}") from None
         print(f"wrote results.json and table.md to {out_dir}")
@@ -358,8 +345,9 @@ def _plan(args: argparse.Namespace) -> Plan:
         if not args.sweep:
             raise UserError("--sizes: it picks sizes of --sweep's worlds; expected --sweep with it")
         sizes = {_int_flag(text, "--sizes", 1) for text in _items(args.sizes, "--sizes")}
-        for n in sorted(sizes - set(SWEEP_SIZES)):
-            raise UserError(f"--sizes: {n} is not a size of the sweep; expected some of "
+        unknown = sorted(sizes - set(SWEEP_SIZES))
+        if unknown:
+            raise UserError(f"--sizes: {unknown[0]} is not a size of the sweep; expected some of "
                             f"{', '.join(map(str, SWEEP_SIZES))}")
         picked = [(j, label) for j, label in enumerate(world_labels) if world_size(label) in sizes]
         world_index = tuple(j for j, _ in picked)
@@ -432,10 +420,8 @@ def _report(args: argparse.Namespace, plan: Plan, policies: list[tuple[str, Any]
         json_line,
         markdown_table,
         scenario_table,
-        size_table,
+        size_report,
         target_checks,
-        targets_summary,
-        targets_table,
         threshold_checks,
         write_plots,
     )
@@ -454,11 +440,7 @@ def _report(args: argparse.Namespace, plan: Plan, policies: list[tuple[str, Any]
     print()
     targets = target_checks(results, main_name)
     if targets:
-        print(size_table(results))
-        print()
-        print(targets_table(targets, main_name))
-        print()
-        print(targets_summary(targets))
+        print(size_report(results, targets, main_name))
         print()
     print(f"wall time: {wall:.1f} s")
     if plan.out_dir is not None:
@@ -498,9 +480,9 @@ def _write_outputs(out_dir: Path, results: dict[str, Any], checks: list[Any], sc
     parts = [f"# village eval: {main_name}", "", markdown_table(results, SCALARS), "", checks_table(checks, main_name,
                                                                                                     scope)]
     if targets:
-        from npc_brains.evaluate import size_table, targets_summary, targets_table
+        from npc_brains.evaluate import size_report
 
-        parts += ["", size_table(results), "", targets_table(targets, main_name), "", targets_summary(targets)]
+        parts += ["", size_report(results, targets, main_name)]
     for metric in ("mourning_rate", "revenge_rate", "revenge_accuracy", "fear_rate", "consistency"):
         parts += ["", scenario_table(results, metric)]
     if notes:

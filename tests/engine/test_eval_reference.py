@@ -49,7 +49,7 @@ def same(got: object, expected: object, path: str = "") -> bool:
     if isinstance(got, list) and isinstance(expected, list):
         return len(got) == len(expected) and all(same(g, e, f"{path}[{i}]") for i, (g, e) in
                                                   enumerate(zip(got, expected, strict=True)))
-    if isinstance(got, float) and isinstance(expected, float) and not isinstance(expected, bool):
+    if isinstance(got, float) and isinstance(expected, float):
         if math.isclose(got, expected, rel_tol=FLOAT_TOLERANCE, abs_tol=1e-12):
             return True
     elif got == expected:
