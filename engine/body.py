@@ -298,16 +298,17 @@ def mourning_left(v: Village) -> np.ndarray:
 
 
 def hiding_is_over(v: Village) -> np.ndarray:
-    """(B, N) NPCs hiding at home whose threat can no longer see them (farther than his sight radius): the danger
-    that sent them home has passed, so they may choose again. (A threat that died or left the village already
-    ends a flight, and a hunt never targets a hider.)"""
+    """(B, N) NPCs hiding at home whose threat is out of sight of the house (farther than his sight radius, times
+    Tuning.hide_clear_factor): the danger that sent them home has passed, so they may choose again. (A threat
+    that died or left the village already ends a flight, and a hunt never targets a hider.)"""
     s, w, N = v.state, v.w, v.N
     hiding = v.hiding
     if not hiding.any():
         return hiding
     every = np.arange(v.B)[:, None]
     threat = np.clip(s.target, 0, s.pos.shape[1] - 1)
-    far = length(s.pos[every, threat] - s.pos[:, :N]) > w.sight_radius[:, None]
+    clear = w.sight_radius[:, None] * v.t.hide_clear_factor
+    far = length(s.pos[every, threat] - s.pos[:, :N]) > clear
     return hiding & far
 
 

@@ -171,6 +171,8 @@ class Tuning:
     hide_ticks: int = 6
     hide_until_clear: bool = False  # True: hiding at home ends as soon as the threat is out of sight of the house
     # (farther than his sight radius from it), hide_ticks at most; False: it lasts hide_ticks whatever he does
+    hide_clear_factor: float = 1.0  # with hide_until_clear: the threat must be this many sight radii from the house
+    # before the hider comes out (1 = just out of sight); more keeps a household in while a killer lingers nearby
     flee_margin: float = 1.0  # a flight straight away runs to this many times the safe distance before it stops
     # (and, with refuge_out_of_sight, a refuge lies at least that far from the threat): 1 = stop at the safe distance
     flee_along_walls: bool = False  # True: a flight straight away that the village's edge would stop turns (up to
