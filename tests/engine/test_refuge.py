@@ -267,7 +267,6 @@ def test_hide_until_clear_ends_hiding_once_the_killer_is_out_of_sight_of_the_hou
     assert Tuning().hide_until_clear is False
 
 
-
 def test_hide_clear_factor_keeps_the_household_in_until_the_killer_is_that_far():
     """hide_clear_factor 2: a killer just out of sight of the house (1.5 sight radii) keeps the hider in; at 2.5
     sight radii it comes out. The default (1) lets it out at 1.5, as hide_until_clear alone does."""
@@ -283,6 +282,7 @@ def test_hide_clear_factor_keeps_the_household_in_until_the_killer_is_that_far()
             sim.step(idle(sim))
         assert sim.hiding[0, cai] == hides, (factor, gap_radii)
     assert Tuning().hide_clear_factor == 1.0
+
 
 def saw_a_death(sim: VillageSim, witness: int, victim: int) -> None:
     """`victim` died at tick 0 at the map's corner, and `witness` saw it."""
