@@ -319,6 +319,8 @@ class Tuning:
     w_joy: float = 0.2
     anger_weight_base: float = 0.5  # anger costs (this + aggression) per unit: at 0, anger costs only the aggressive
     w_emotion_level: float = 1.0  # the per-tick cost of the negative emotions' level (the terms below, times this)
+    w_grief: float = 1.0  # grief's weight in that cost (reward only: how the body and the mind run is unchanged), so
+    # a lever can make unmourned grief cost more without making fear or anger cost more too
     w_relief: float = 0.0  # reward per unit of that cost relieved (coping, justice, fading); 0 = off
     w_dread: float = 0.0  # per tick of knowing of a murder but not who did it, times (1.5 - bravery); 0 = off
     w_inform: float = 0.0  # to the teller, per villager it tells of a death that one did not know; 0 = off

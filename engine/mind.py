@@ -459,11 +459,16 @@ def emotion_cost(v: Village, anger_sum: np.ndarray | None = None, fear_sum: np.n
     anger = np.minimum(anger_sum, t.anger_sum_cap)
     fear = np.minimum(fear_sum, t.fear_sum_cap)
     grief = felt_grief(v) if grief is None else grief
-    cost = ((GRIEF_WEIGHT_BASE + p.empathy) * grief + (t.anger_weight_base + p.aggression) * anger
+    cost = (grief_cost(v, p, grief) + (t.anger_weight_base + p.aggression) * anger
             + (FEAR_WEIGHT_BASE - p.bravery) * fear)
     if t.w_dread > 0:
         cost = cost + t.w_dread * (FEAR_WEIGHT_BASE - p.bravery) * dread(v)
     return cost
+
+
+def grief_cost(v: Village, p: Personality, grief: np.ndarray) -> np.ndarray:
+    """(B, N) grief's term in the emotion cost: w_grief x (0.5 + empathy) x grief."""
+    return v.t.w_grief * (GRIEF_WEIGHT_BASE + p.empathy) * grief
 
 
 def dread(v: Village) -> np.ndarray:
@@ -486,7 +491,7 @@ def reward(v: Village, ctx: TickContext) -> np.ndarray:
     if ctx.anger_sum is not None or t.w_dread > 0:  # anger and fear exist only toward known threats
         emotions = emotion_cost(v, ctx.anger_sum, ctx.fear_sum, grief=grief)
     else:
-        emotions = (GRIEF_WEIGHT_BASE + p.empathy) * grief
+        emotions = grief_cost(v, p, grief)
     emotions = emotions * t.w_emotion_level
     health = t.w_health * (1 - s.health[:, :N] / np.maximum(w.max_health[:, :N], HEALTH_EPS))
     # free time is worth what work is not, to a lazy NPC: one trade-off that personality decides

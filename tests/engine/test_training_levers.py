@@ -142,6 +142,27 @@ def test_free_time_is_worth_more_to_the_lazy(village):
     assert gain[np.argmin(diligence)] > gain[np.argmax(diligence)] > -1e-9
 
 
+def test_grief_weight_charges_only_the_grieving_and_changes_nothing_but_the_reward(village):
+    """w_grief scales grief's term of the emotion cost, (0.5 + empathy) x grief per tick, and nothing else:
+    same seed and actions, the same world; only the grieving pay more."""
+    plain = VillageSim(village, 2, seed=3, scenario="none")
+    heavy = VillageSim(village, 2, seed=3, scenario="none", tuning=Tuning(w_grief=1.5))
+    for sim in (plain, heavy):
+        sim.state.grief[0, 3] = 0.8
+    for _ in range(3):
+        plain.step(idle(plain))
+        heavy.step(idle(heavy))
+        np.testing.assert_array_equal(plain.state.grief, heavy.state.grief)
+        np.testing.assert_array_equal(plain.state.pos, heavy.state.pos)
+        extra = plain.last_reward - heavy.last_reward
+        empathy = plain.w.traits[0, 3, Trait.EMPATHY]
+        t = Tuning()
+        expected = 0.5 * t.w_emotion_level * (0.5 + empathy) * plain.state.grief[0, 3] * t.reward_scale
+        assert extra[0, 3] == pytest.approx(expected, rel=1e-4)
+        extra[0, 3] = 0.0
+        np.testing.assert_allclose(extra, 0.0, atol=1e-7)  # the griefless pay nothing more
+
+
 def test_relief_reward_counts_only_decreases_of_the_emotion_cost(village):
     """w_relief pays for relief (coping, justice, fading), never charges for news; w_emotion_level scales the
     level cost. Same seed and actions, so the two sims differ only in the reward."""
