@@ -389,4 +389,5 @@ def test_the_bundled_recipe_is_its_last_stage_less_the_runs_own_choices():
     assert {k: v for k, v in stored.items() if k not in RECIPE_LEAVES} == {k: recipe[k] for k in stored
                                                                           if k not in RECIPE_LEAVES}
     assert recipe["tuning"]["grief_per_loss"] is True and recipe["tuning"]["hide_until_clear"] is True
+    assert recipe["tuning"]["w_grief"] == 1.5
     assert recipe["steps"] == 8_000_000 and recipe["teacher_tau"] == 0 and recipe["constraint"] == 0.3
